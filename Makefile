@@ -1,0 +1,52 @@
+# gicomm: two commands on a fresh Debian machine.
+#   make run    set up, run the default campaign with the local profile, print where the report is
+#   make test   set up, then every test (python, pipeline, native ctest)
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.gicomm-installed
+JOBS ?= $(shell nproc)
+NATIVE_BUILD := build/ctest
+# Debian packages the native build and the tests need (installed when we are root and they are missing).
+SYSTEM_PACKAGES := cmake g++ libibverbs-dev rdma-core ibverbs-providers
+
+.PHONY: run test setup system-packages lint native-test pytest clean
+
+setup: system-packages $(STAMP)
+
+system-packages:
+	@bash tools/install-system-packages.sh $(SYSTEM_PACKAGES)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	@touch $@
+
+run: setup
+	$(BIN)/snakemake --profile profiles/local --cores $(JOBS)
+	@$(BIN)/python -m gicomm.where_report
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+	$(BIN)/snakemake --lint
+
+native-test: setup
+	cmake -S native -B $(NATIVE_BUILD) -DGICOMM_CUDA_ARCHS=90 >/dev/null
+	cmake --build $(NATIVE_BUILD) -j $(JOBS)
+	ctest --test-dir $(NATIVE_BUILD) --output-on-failure -j $(JOBS)
+
+pytest: setup
+	$(BIN)/python -m pytest -q
+
+test: lint native-test pytest
+
+clean:
+	rm -rf build .snakemake results/*/ ; git checkout -- results 2>/dev/null || true

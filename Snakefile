@@ -1,0 +1,23 @@
+# gicomm: measure GPU-initiated communication and set each claim of the paper beside this run.
+# Thin on purpose: the stages live in workflow/rules/, the logic in workflow/gicomm/.
+from snakemake.utils import min_version
+
+min_version("9.27")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/probe.smk"
+include: "workflow/rules/build.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/figures.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

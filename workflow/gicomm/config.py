@@ -1,0 +1,125 @@
+"""The campaign configuration: load, validate, fill defaults, and resolve experiments.
+
+Everything here runs when the Snakefile loads, so a bad key or value fails before any job runs,
+naming the file, the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gicomm import CONFIG_DIR, REPO_ROOT
+from gicomm.errors import ConfigError
+from gicomm.experiments import Experiment, load_experiment
+from gicomm.schema import apply_defaults, load_schema, validate
+from gicomm.yamlio import load_yaml
+
+ARCHIVE_DIR = REPO_ROOT / "results" / "archive"
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A validated campaign: what to run, where, and what to report beside it."""
+
+    name: str
+    platform: str
+    host: str
+    sweep: str
+    runs: int | None
+    native: dict[str, Any]
+    timeouts: dict[str, Any]
+    experiments: dict[str, Experiment]
+    archived: tuple[str, ...]
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def runs_of(self, experiment: Experiment) -> int:
+        return self.runs if self.runs is not None else experiment.repetitions
+
+
+def available_experiments(config_dir: Path = CONFIG_DIR) -> list[str]:
+    return sorted(p.stem for p in (config_dir / "experiments").glob("*.yaml"))
+
+
+def archived_campaigns(archive_dir: Path = ARCHIVE_DIR) -> list[str]:
+    if not archive_dir.is_dir():
+        return []
+    return sorted(p.name for p in archive_dir.iterdir() if (p / "raw").is_dir())
+
+
+def default_host(platform: str) -> str:
+    return socket.gethostname().split(".")[0] if platform == "local" else platform
+
+
+def load_campaign(
+    config: dict[str, Any],
+    source: str = "config",
+    config_dir: Path = CONFIG_DIR,
+    archive_dir: Path = ARCHIVE_DIR,
+) -> Campaign:
+    """Validate a Snakemake `config` mapping and resolve it into a Campaign."""
+    if not isinstance(config, dict) or not config:
+        raise ConfigError(
+            f"{source}: empty configuration; expected a mapping with 'campaign' and 'platform'"
+        )
+    problems = validate(config, "config", source)
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    cfg = apply_defaults(config, load_schema("config"))
+
+    platforms = sorted(p.stem for p in (config_dir / "platforms").glob("*.yaml"))
+    if cfg["platform"] != "local" and cfg["platform"] not in platforms:
+        raise ConfigError(
+            f"{source}: 'platform': value {cfg['platform']!r} is not a known platform; "
+            f"allowed: {', '.join(sorted(set(platforms) | {'local'}))}"
+        )
+
+    known = available_experiments(config_dir)
+    names = known if cfg["experiments"] == "all" else cfg["experiments"]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(
+            f"{source}: 'experiments': unknown experiment(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: all, {', '.join(known)}"
+        )
+    experiments = {n: load_experiment(config_dir / "experiments" / f"{n}.yaml") for n in names}
+
+    archived_all = archived_campaigns(archive_dir)
+    archived = archived_all if cfg["report"]["archived"] == "all" else cfg["report"]["archived"]
+    missing = [a for a in archived if a not in archived_all]
+    if missing:
+        raise ConfigError(
+            f"{source}: 'report.archived': no archived campaign "
+            f"{', '.join(map(repr, missing))} under {archive_dir}; "
+            f"allowed: all, {', '.join(archived_all) or '(none archived)'}"
+        )
+    archived = [a for a in archived if a != cfg["campaign"]]
+
+    host = cfg["host"] if cfg["host"] != "auto" else default_host(cfg["platform"])
+    return Campaign(
+        name=cfg["campaign"],
+        platform=cfg["platform"],
+        host=host,
+        sweep=cfg["sweep"],
+        runs=cfg["runs"],
+        native=cfg["native"],
+        timeouts=cfg["timeouts"],
+        experiments=experiments,
+        archived=tuple(archived),
+        raw=cfg,
+    )
+
+
+def load_campaign_file(path: str | Path, **overrides: Any) -> Campaign:
+    """Load a config file (as `snakemake --configfile` would) and resolve it."""
+    data = load_yaml(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: expected a mapping at the top level, found {type(data).__name__}"
+        )
+    data.update(overrides)
+    return load_campaign(data, source=str(path))

@@ -1,0 +1,131 @@
+"""Experiments: their configuration, sweep expansion into points, and batching into jobs."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gicomm.errors import ConfigError
+from gicomm.schema import apply_defaults, load_schema, validate
+from gicomm.yamlio import load_yaml
+
+Params = dict[str, str | int | float | bool]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sweep point: a stable id and its parameters."""
+
+    point_id: str
+    params: Params
+
+    def to_json(self) -> str:
+        return json.dumps({"point_id": self.point_id, "params": self.params}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    paper_ref: str
+    description: str
+    driver: str
+    needs: dict[str, Any]
+    needs_when: tuple[tuple[dict[str, Any], dict[str, Any]], ...]
+    repetitions: int
+    warmup: int
+    iters: int
+    metrics: tuple[str, ...]
+    points_per_job: int
+    sweeps: dict[str, dict[str, list[Any]]]
+    figure: dict[str, Any]
+    path: Path
+
+    def needs_of(self, point: Point) -> dict[str, Any]:
+        """The experiment's needs plus those of every `needs_when` entry the point matches."""
+        needs = dict(self.needs)
+        for when, extra in self.needs_when:
+            if all(point.params.get(k) == v for k, v in when.items()):
+                for k, v in extra.items():
+                    needs[k] = (
+                        max(needs.get(k, v), v) if isinstance(v, int) else (needs.get(k) or v)
+                    )
+        return needs
+
+    def points(self, mode: str = "full") -> list[Point]:
+        sweep = self.sweeps.get(mode) or self.sweeps["full"]
+        return expand_sweep(self.name, sweep)
+
+    def batches(self, mode: str = "full") -> list[list[Point]]:
+        pts = self.points(mode)
+        n = self.points_per_job
+        return [pts[i : i + n] for i in range(0, len(pts), n)]
+
+
+def point_id(experiment: str, params: Params) -> str:
+    blob = json.dumps({"experiment": experiment, "params": params}, sort_keys=True)
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def expand_sweep(experiment: str, sweep: dict[str, list[Any]]) -> list[Point]:
+    """Cartesian product of the sweep, in file order (the first key varies slowest)."""
+    keys = list(sweep)
+    points = []
+    for values in itertools.product(*(sweep[k] for k in keys)):
+        params = dict(zip(keys, values, strict=True))
+        points.append(Point(point_id(experiment, params), params))
+    return points
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    path = Path(path)
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    problems = validate(data, "experiment", path)
+    if problems:
+        raise ConfigError("invalid experiment:\n  " + "\n  ".join(problems))
+    if data["name"] != path.stem:
+        raise ConfigError(
+            f"{path}: 'name': value {data['name']!r} must equal the file name {path.stem!r}"
+        )
+    schema = load_schema("experiment")
+    data = apply_defaults(data, schema)
+    needs = apply_defaults(data["needs"], schema["properties"]["needs"])
+    sweeps = {"full": data["sweep"]}
+    if "reduced" in data:
+        extra = sorted(set(data["reduced"]) - set(data["sweep"]))
+        if extra:
+            raise ConfigError(
+                f"{path}: 'reduced': parameter(s) {', '.join(map(repr, extra))} are not in "
+                f"'sweep'; allowed: {', '.join(data['sweep'])}"
+            )
+        sweeps["reduced"] = {**data["sweep"], **data["reduced"]}
+    for i, w in enumerate(data.get("needs_when", [])):
+        unknown = sorted(set(w["when"]) - set(data["sweep"]))
+        if unknown:
+            raise ConfigError(
+                f"{path}: 'needs_when[{i}].when': parameter(s) {', '.join(map(repr, unknown))} are "
+                f"not swept; allowed: {', '.join(data['sweep'])}"
+            )
+    return Experiment(
+        name=data["name"],
+        title=data["title"],
+        paper_ref=data.get("paper_ref", ""),
+        description=data.get("description", ""),
+        driver=data["driver"],
+        needs=needs,
+        needs_when=tuple((w["when"], w["needs"]) for w in data.get("needs_when", [])),
+        repetitions=data["repetitions"],
+        warmup=data["warmup"],
+        iters=data["iters"],
+        metrics=tuple(data["metrics"]),
+        points_per_job=data["points_per_job"],
+        sweeps=sweeps,
+        figure=data.get("figure", {}),
+        path=path,
+    )

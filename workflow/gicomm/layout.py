@@ -1,0 +1,105 @@
+"""Where every file of a campaign lives, and which files each stage needs.
+
+results/<campaign>/hosts/<host>/hardware.json     host probe and provenance
+results/<campaign>/raw/<exp>/<host>/run<r>/batch<b>.jsonl   raw records (one job each)
+results/<campaign>/partial/...                    per-point progress of running jobs (kept on kill)
+results/<campaign>/tidy/{records,summary}.csv     tidy tables
+results/<campaign>/report/                        HTML report, figures
+results/archive/<campaign>/{hosts,raw}/           committed campaigns (same layout for raw/hosts)
+results/combined/records.csv                      every reported campaign in one table
+build/<host>/                                     native build per host type
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gicomm import REPO_ROOT
+from gicomm.config import Campaign
+
+RESULTS = Path("results")
+ARCHIVE = RESULTS / "archive"
+
+
+class Layout:
+    def __init__(self, campaign: Campaign, root: Path = REPO_ROOT) -> None:
+        self.c = campaign
+        self.root = root
+
+    # ---- per-job paths (wildcard functions) -----------------------------------------------
+    def hardware_json(self) -> str:
+        return "results/{campaign}/hosts/{host}/hardware.json"
+
+    def build_summary(self) -> str:
+        return "build/{host}/gicomm_build.json"
+
+    def partial(self, experiment: str, host: str, run: str, batch: str) -> str:
+        return f"results/{self.c.name}/partial/{experiment}/{host}/run{run}/batch{batch}.jsonl"
+
+    def gpu_jobs(self, experiment: str) -> int:
+        """Jobs that touch a GPU take the `gpu_jobs` resource, so the local profile runs one at a
+        time per GPU; CPU-only experiments run in parallel."""
+        e = self.c.experiments.get(experiment)
+        if e is None:
+            return 0
+        needs = [e.needs] + [n for _, n in e.needs_when]
+        return 1 if any(n.get("gpus", 0) > 0 for n in needs) else 0
+
+    # ---- campaigns ------------------------------------------------------------------------
+    def is_archived(self, campaign: str) -> bool:
+        return campaign != self.c.name and campaign in self.c.archived
+
+    def reported_campaigns(self) -> list[str]:
+        return [self.c.name, *self.c.archived]
+
+    def raw_files(self, campaign: str) -> list[str]:
+        if self.is_archived(campaign):
+            return sorted(
+                str(p.relative_to(self.root))
+                for p in (self.root / ARCHIVE / campaign / "raw").rglob("*.jsonl")
+            )
+        files = []
+        for name, e in self.c.experiments.items():
+            for run in range(self.c.runs_of(e)):
+                for batch in range(len(e.batches(self.c.sweep))):
+                    files.append(
+                        f"results/{campaign}/raw/{name}/{self.c.host}/run{run}/batch{batch}.jsonl"
+                    )
+        return files
+
+    def hardware_files(self, campaign: str) -> list[str]:
+        if self.is_archived(campaign):
+            return sorted(
+                str(p.relative_to(self.root))
+                for p in (self.root / ARCHIVE / campaign / "hosts").glob("*/hardware.json")
+            )
+        return [f"results/{campaign}/hosts/{self.c.host}/hardware.json"]
+
+    def experiments_of(self, campaign: str) -> list[str]:
+        if self.is_archived(campaign):
+            raw = self.root / ARCHIVE / campaign / "raw"
+            return sorted(p.name for p in raw.iterdir() if p.is_dir())
+        return sorted(self.c.experiments)
+
+    def figure_files(self, campaign: str) -> list[str]:
+        return [
+            f"results/{campaign}/report/figures/{e}.{ext}"
+            for e in self.experiments_of(campaign)
+            for ext in ("png", "svg")
+        ]
+
+    def native_sources(self) -> list[str]:
+        native = self.root / "native"
+        return sorted(
+            str(p.relative_to(self.root))
+            for p in native.rglob("*")
+            if p.is_file() and "build" not in p.relative_to(native).parts[:1]
+        )
+
+    def all_targets(self) -> list[str]:
+        targets = [f"results/{c}/report/index.html" for c in self.reported_campaigns()]
+        return [*targets, "results/combined/records.csv"]
+
+    def describe(self) -> dict[str, Any]:
+        return {"campaign": self.c.name, "host": self.c.host, "archived": list(self.c.archived)}

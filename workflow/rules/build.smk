@@ -1,0 +1,20 @@
+# Native build: the CMake project under native/, built out of tree once per host type. Host-only
+# targets always; CUDA targets when nvcc is found; rdma-core targets when its headers are present.
+
+
+rule build_native:
+    input:
+        LAYOUT.native_sources(),
+    output:
+        summary="build/{host}/gicomm_build.json",
+    log:
+        "build/{host}.log",
+    conda:
+        "../../envs/native.yaml"
+    threads: CAMPAIGN.native["build_jobs"]
+    params:
+        cuda=CAMPAIGN.native["cuda"],
+        cuda_archs=CAMPAIGN.native["cuda_archs"],
+        build_type=CAMPAIGN.native["build_type"],
+    script:
+        "../scripts/build_native.py"

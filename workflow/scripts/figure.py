@@ -1,0 +1,14 @@
+import gicomm_path  # noqa: F401
+import pandas as pd
+
+from gicomm.plots import plot_experiment
+from gicomm.smk import logged
+
+with logged(snakemake):
+    df = pd.read_csv(snakemake.input.records, low_memory=False)
+    plot_experiment(
+        df,
+        campaign=snakemake.wildcards.campaign,
+        experiment=snakemake.wildcards.experiment,
+        outputs=[snakemake.output.png, snakemake.output.svg],
+    )
