@@ -1,0 +1,121 @@
+"""The campaign config is validated at load: every bad key or value names the key, the value and
+what is allowed, before any job runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+from gicomm.config import load_campaign, load_campaign_file
+from gicomm.errors import ConfigError
+from gicomm.experiments import expand_sweep, load_experiment
+
+
+def default_config() -> dict:
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def test_default_config_loads_with_every_experiment():
+    c = load_campaign(default_config())
+    assert c.name == "local" and c.platform == "local"
+    on_disk = sorted(p.stem for p in (REPO / "config" / "experiments").glob("*.yaml"))
+    assert sorted(c.experiments) == on_disk
+    assert c.native["cuda_archs"] == "90;100"
+    assert c.timeouts["wait_ms"] == 2000
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"sweeep": "full"}, ["unknown key(s) 'sweeep'", "allowed:", "sweep"]),
+        ({"sweep": "ful"}, ["'sweep'", "'ful'", "allowed: 'full', 'reduced'"]),
+        ({"runs": 0}, ["'runs'", "0", "out of range", "minimum 1"]),
+        ({"runs": "three"}, ["'runs'", "'three'", "wrong type"]),
+        ({"native": {"cuda_archs": "sm90"}}, ["'native.cuda_archs'", "'sm90'", "pattern"]),
+        ({"native": {"bogus": 1}}, ["unknown key(s) 'bogus' under 'native'", "cuda_archs"]),
+        ({"timeouts": {"wait_ms": -5}}, ["'timeouts.wait_ms'", "-5", "out of range"]),
+        ({"experiments": ["one_op", "nope"]}, ["'experiments'", "'nope'", "allowed: all"]),
+        ({"experiments": "some"}, ["'experiments'", "'some'", "'all' or a array"]),
+        ({"platform": "h900"}, ["'platform'", "'h900'", "allowed:", "local"]),
+        ({"campaign": "archive"}, ["'campaign'", "'archive'", "reserved"]),
+        ({"campaign": "a b"}, ["'campaign'", "'a b'", "pattern"]),
+        ({"report": {"archived": ["no-such-campaign"]}}, ["report.archived", "no-such-campaign"]),
+    ],
+)
+def test_bad_config_names_key_value_and_allowed(change, expected):
+    cfg = default_config()
+    cfg.update(change)
+    with pytest.raises(ConfigError) as err:
+        load_campaign(cfg)
+    for fragment in expected:
+        assert fragment in str(err.value), (fragment, str(err.value))
+
+
+def test_missing_required_key():
+    cfg = default_config()
+    del cfg["platform"]
+    with pytest.raises(ConfigError, match="'platform' is a required property"):
+        load_campaign(cfg)
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("campaign: x\nplatform: local\nnative:\n  cuda_archs: [90\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml:\d+:\d+: malformed YAML"):
+        load_campaign_file(bad)
+
+
+def test_experiment_name_must_match_file(tmp_path: Path):
+    src = yaml.safe_load((REPO / "config/experiments/one_op.yaml").read_text())
+    p = tmp_path / "other.yaml"
+    p.write_text(yaml.safe_dump(src))
+    with pytest.raises(ConfigError, match="must equal the file name 'other'"):
+        load_experiment(p)
+
+
+def test_experiment_reduced_sweep_must_use_swept_params(tmp_path: Path):
+    src = yaml.safe_load((REPO / "config/experiments/one_op.yaml").read_text())
+    src["reduced"] = {"threads": [1]}
+    p = tmp_path / "one_op.yaml"
+    p.write_text(yaml.safe_dump(src))
+    with pytest.raises(
+        ConfigError, match="'reduced': parameter\\(s\\) 'threads' are not in 'sweep'"
+    ):
+        load_experiment(p)
+
+
+def test_sweep_expansion_is_cartesian_and_ids_stable():
+    pts = expand_sweep("e", {"a": [1, 2], "b": ["x", "y", "z"]})
+    assert [p.params for p in pts][:3] == [
+        {"a": 1, "b": "x"},
+        {"a": 1, "b": "y"},
+        {"a": 1, "b": "z"},
+    ]
+    assert len({p.point_id for p in pts}) == 6
+    assert expand_sweep("e", {"a": [1], "b": ["x"]})[0].point_id == pts[0].point_id
+    assert expand_sweep("f", {"a": [1], "b": ["x"]})[0].point_id != pts[0].point_id
+
+
+def test_needs_when_adds_needs_for_matching_points():
+    e = load_experiment(REPO / "config/experiments/one_op.yaml")
+    by_backend = {p.params["nic_backend"]: e.needs_of(p) for p in e.points()}
+    assert by_backend["softnic-gpu"]["gpus"] == 2 and by_backend["softnic-gpu"]["nvlink_peers"]
+    assert by_backend["mlx5"]["rdma_nic"] is True
+    assert by_backend["softnic-cpu"]["gpus"] == 1
+
+
+def test_snakemake_refuses_bad_config_before_any_job(tmp_path: Path):
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "sweep=ful"],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert (
+        "'sweep': value 'ful' is not allowed; allowed: 'full', 'reduced'" in out.stderr + out.stdout
+    )
+    assert "rule bench_batch" not in out.stdout

@@ -1,0 +1,53 @@
+"""The pipeline end to end on this machine (no GPU, no NIC): dry-runs under both profiles, and a
+full local run in a fresh copy of the tree that produces the report with hosts and provenance."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+
+def snakemake(cwd: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("profile", ["profiles/local", "profiles/slurm"])
+def test_default_config_dry_runs_under_each_profile(profile: str):
+    if not (REPO / profile).is_dir():
+        pytest.fail(f"{profile} is missing")
+    out = snakemake(REPO, "-n", "--profile", profile)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for rule in ("probe_host", "build_native", "bench_batch", "tidy_campaign", "report_campaign"):
+        assert rule in out.stdout, rule
+
+
+def test_full_local_run_produces_report_with_provenance(repo_copy: Path):
+    extra = repo_copy / "test-config.yaml"
+    extra.write_text("campaign: citest\nnative: {cuda: 'off', build_jobs: 2}\n")
+    out = snakemake(repo_copy, "--profile", "profiles/local", "--configfile", str(extra))
+    assert out.returncode == 0, out.stderr[-5000:]
+    report = repo_copy / "results/citest/report"
+    index = (report / "index.html").read_text()
+    hw = next((repo_copy / "results/citest/hosts").glob("*/hardware.json"))
+    probe = json.loads(hw.read_text())
+    assert probe["provenance_id"] in index
+    assert "Hosts and provenance" in index
+    assert "gicomm commit" in index
+    # Every configured experiment has a page, a figure and a CSV, measured or not.
+    for exp in (repo_copy / "config/experiments").glob("*.yaml"):
+        assert (report / "experiments" / f"{exp.stem}.html").exists()
+        assert (report / "figures" / f"{exp.stem}.png").stat().st_size > 1000
+        assert (report / "figures" / f"{exp.stem}.svg").exists()
+        assert (report / "data" / f"{exp.stem}.csv").exists()
+    assert (repo_copy / "results/combined/records.csv").exists()
+    # A second run has nothing to do.
+    again = snakemake(repo_copy, "-n", "--profile", "profiles/local", "--configfile", str(extra))
+    assert "Nothing to be done" in again.stdout + again.stderr
