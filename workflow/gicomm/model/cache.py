@@ -17,7 +17,7 @@ def new_cache(sets: int, ways: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def cache_access(
     tags: np.ndarray, stamps: np.ndarray, sets: int, ways: int, conn: int, clock: int
 ) -> bool:

@@ -15,7 +15,7 @@ EV_P_START = 1  # a producer tries to start a batch
 EV_P_BUILT = 2  # a producer finished building its WQEs/descriptors; takes the queue lock
 EV_P_RUNG = 3  # doorbell/enqueue done: the batch is visible to the queue's server
 EV_NIC_DONE = 4  # a NIC processing unit finished its current work item
-EV_MSG_DONE = 5  # a message's completion became visible to its producer
+EV_MSG_DONE = 5  # completions of a run of messages (id = first * 64 + count) became visible
 EV_W_DONE = 6  # a proxy worker finished posting a chain
 EV_W_POLL = 7  # a proxy worker looks for work
 
@@ -45,7 +45,7 @@ def _swap(ht: np.ndarray, hs: np.ndarray, hk: np.ndarray, hi: np.ndarray, a: int
     hi[a], hi[b] = hi[b], hi[a]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def heap_push(
     ht: np.ndarray,
     hs: np.ndarray,
@@ -76,7 +76,7 @@ def heap_push(
             break
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def heap_pop(
     ht: np.ndarray, hs: np.ndarray, hk: np.ndarray, hi: np.ndarray, st: np.ndarray
 ) -> tuple[float, int, int]:

@@ -1,0 +1,7 @@
+"""Calibrated discrete-event performance model of the GPU-NIC submission path (issue 9).
+
+Modules: ``events`` (heap) and ``cache`` (context cache) and ``engine`` (the numba event loop),
+``topology`` (arrays in, result out), ``parameters`` (dataclasses), ``paper`` (the paper's numbers
+used), ``calibrate`` (paper or records -> parameters), ``scenarios`` (the paper's experiments),
+``predict`` (sweeps for a platform) and ``validate`` (predicted vs paper). See docs/model.md.
+"""
