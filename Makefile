@@ -12,9 +12,9 @@ STAMP := $(VENV)/.gicomm-installed
 JOBS ?= $(shell nproc)
 NATIVE_BUILD := build/ctest
 # Debian packages the native build and the tests need (installed when we are root and they are missing).
-SYSTEM_PACKAGES := cmake g++ libibverbs-dev rdma-core ibverbs-providers
+SYSTEM_PACKAGES := $(shell grep -v '^\#' tools/system-packages.txt)
 
-.PHONY: run test setup system-packages lint native-test pytest clean
+.PHONY: run test setup system-packages lint native-test pytest clean archive container-recipes export
 
 setup: system-packages $(STAMP)
 
@@ -24,7 +24,7 @@ system-packages:
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q $(if $(wildcard wheels),--no-index --find-links wheels) -r requirements.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
 	@touch $@
 
@@ -47,6 +47,18 @@ pytest: setup
 	$(BIN)/python -m pytest -q
 
 test: lint native-test pytest
+
+# Artifact evaluation: a self-contained tarball (WITH_WHEELS=1 bundles the Python wheels), the
+# container recipes regenerated from the pins, and a campaign's report as one zip.
+archive:
+	@bash tools/make-archive.sh dist
+
+container-recipes: setup
+	$(BIN)/python -m gicomm.container
+
+CAMPAIGN ?= local
+export: setup
+	$(BIN)/snakemake --profile profiles/local --cores $(JOBS) results/$(CAMPAIGN)/export/$(CAMPAIGN)-report.zip
 
 clean:
 	rm -rf build .snakemake results/*/ ; git checkout -- results 2>/dev/null || true

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,17 @@ def test_full_local_run_produces_report_with_provenance(repo_copy: Path):
         assert (report / "figures" / f"{exp.stem}.svg").exists()
         assert (report / "data" / f"{exp.stem}.csv").exists()
     assert (repo_copy / "results/combined/records.csv").exists()
+    # The evaluator's zip carries the report, the tidy tables and the provenance.
+    with zipfile.ZipFile(repo_copy / "results/citest/export/citest-report.zip") as z:
+        names = set(z.namelist())
+    assert "citest/report/index.html" in names
+    assert {"citest/tidy/records.csv", "citest/tidy/summary.csv"} <= names
+    assert f"citest/hosts/{hw.parent.name}/hardware.json" in names
+    # snakemake --report packs the same figures.
+    rep = snakemake(repo_copy, "--profile", "profiles/local", "--configfile", str(extra),
+                    "--report", str(repo_copy / "report.zip"))  # fmt: skip
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    assert zipfile.ZipFile(repo_copy / "report.zip").testzip() is None
     # A second run has nothing to do.
     again = snakemake(repo_copy, "-n", "--profile", "profiles/local", "--configfile", str(extra))
     assert "Nothing to be done" in again.stdout + again.stderr

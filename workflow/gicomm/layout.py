@@ -98,7 +98,7 @@ class Layout:
         )
 
     def all_targets(self) -> list[str]:
-        targets = [f"results/{c}/report/index.html" for c in self.reported_campaigns()]
+        targets = [f"results/{c}/export/{c}-report.zip" for c in self.reported_campaigns()]
         return [*targets, "results/combined/records.csv"]
 
     def describe(self) -> dict[str, Any]:

@@ -1,0 +1,18 @@
+# Export: one zip per campaign that an evaluator can attach to a review (HTML report, figures, tidy
+# CSVs, provenance of every host).
+
+
+rule export_report:
+    input:
+        index="results/{campaign}/report/index.html",
+        records="results/{campaign}/tidy/records.csv",
+        summary="results/{campaign}/tidy/summary.csv",
+        hardware=lambda w: LAYOUT.hardware_files(w.campaign),
+    output:
+        "results/{campaign}/export/{campaign}-report.zip",
+    conda:
+        "../../envs/pipeline.yaml"
+    log:
+        "results/{campaign}/logs/export.log",
+    script:
+        "../scripts/export_report.py"
