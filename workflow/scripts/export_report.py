@@ -1,5 +1,6 @@
-import gicomm_path  # noqa: F401
 from pathlib import Path
+
+import gicomm_path  # noqa: F401
 
 from gicomm.export import export_campaign
 from gicomm.smk import logged
