@@ -1,0 +1,185 @@
+// softnic core: WQE checking and execution, __host__ __device__, shared by the cpu engine (host
+// threads) and the gpu engine (a persistent kernel), so both model the NIC with the same code.
+//
+// An engine supplies a memory policy `Mem` with:
+//   void copy(void* dst, const void* src, uint32_t bytes)    payload move (remote <- local/inline)
+//   uint64_t fetch_add(uint64_t* remote, uint64_t add)        atomic on the remote word
+#pragma once
+
+#include <cstdint>
+
+#include "gicomm/common/hd.h"
+#include "gicomm/mlx5/cqe.h"
+#include "gicomm/mlx5/queue.h"
+#include "gicomm/mlx5/wqe.h"
+
+namespace gicomm::softnic {
+
+constexpr uint32_t kAccessLocalWrite = 1;
+constexpr uint32_t kAccessRemoteWrite = 2;
+constexpr uint32_t kAccessRemoteRead = 4;
+constexpr uint32_t kAccessRemoteAtomic = 8;
+
+constexpr uint32_t kMaxMessageBytes = 1u << 30;  // larger writes fail with LOCAL_LENGTH_ERR
+
+struct MrEntry {
+  uint64_t addr;
+  uint64_t length;
+  uint32_t key;  // (index << 8) | 8-bit tag; lkey == rkey
+  uint32_t access;
+};
+
+struct DctEntry {
+  uint32_t dct_number;
+  uint32_t pad;
+  uint64_t dc_key;
+};
+
+// Key tables; the arrays are append-only so engines read them without a lock.
+struct Tables {
+  const MrEntry* mrs = nullptr;
+  uint32_t num_mrs = 0;
+  const DctEntry* dcts = nullptr;
+  uint32_t num_dcts = 0;
+};
+
+// Engine-side state of one QP (lives where its engine runs).
+struct QpState {
+  mlx5::SqDesc sq;
+  mlx5::CqDesc cq;
+  uint32_t ci = 0;        // next WQEBB to execute (unwrapped)
+  uint32_t cq_pi = 0;     // next CQE to write (unwrapped)
+  uint64_t last_doorbell = ~0ull;
+  uint32_t error = 0;     // nonzero once a WQE failed: later WQEs are flushed
+  uint32_t dc = 0;        // DC initiator: an address vector follows every ctrl segment
+};
+
+// Outcome of one WQE.
+struct ExecResult {
+  uint8_t syndrome = 0;  // 0: success; else an MLX5_CQE_SYNDROME_*
+  uint8_t opcode = 0;    // the WQE's opcode (goes into the CQE)
+  bool signaled = false;
+  uint32_t byte_cnt = 0;
+};
+
+// Returns the memory region entry `key` names when [addr, addr+len) lies inside it and it grants
+// `need`, else nullptr.
+GICOMM_HD const MrEntry* check_key(const Tables& t, uint32_t key, uint64_t addr, uint64_t len, uint32_t need) {
+  const uint32_t index = key >> 8;
+  if (index >= t.num_mrs) return nullptr;
+  const MrEntry* e = &t.mrs[index];
+  if (e->key != key) return nullptr;
+  if ((e->access & need) != need) return nullptr;
+  if (addr < e->addr || len > e->length || addr - e->addr > e->length - len) return nullptr;
+  return e;
+}
+
+GICOMM_HD bool check_dct(const Tables& t, const mlx5::Seg16& av) {
+  const uint32_t dct = from_be32(av.w[2]) & 0xffffff;
+  const uint64_t key = from_be64(static_cast<uint64_t>(av.w[0]) | (static_cast<uint64_t>(av.w[1]) << 32));
+  for (uint32_t i = 0; i < t.num_dcts; ++i) {
+    if (t.dcts[i].dct_number == dct) return t.dcts[i].dc_key == key;
+  }
+  return false;
+}
+
+// Checks the WQE in `img` (its ctrl segment already matched the expected index and QP) and, when
+// it is valid, performs it. `dc` tells whether the QP is a DC initiator (an AV follows ctrl).
+template <class Mem>
+GICOMM_HD ExecResult execute_wqe(const Tables& t, const mlx5::WqeImage& img, bool dc, Mem& mem) {
+  using namespace gicomm::mlx5;
+  const CtrlFields c = decode_ctrl(img.seg[0]);
+  ExecResult r;
+  r.opcode = c.opcode;
+  r.signaled = (c.fm_ce_se & kCtrlCqUpdate) != 0;
+  if (c.ds == 0 || c.ds > kMaxDs) {
+    r.syndrome = kSyndromeLocalQpOp;
+    return r;
+  }
+  if (c.opcode == kOpcodeNop) return r;
+  uint32_t n = 1;
+  if (dc) {
+    const bool extended = (from_be32(img.seg[1].w[2]) & kExtendedUdAv) != 0;
+    if (!check_dct(t, img.seg[1])) {
+      r.syndrome = kSyndromeRemoteAccess;
+      return r;
+    }
+    n += extended ? 3 : 1;
+  }
+  if (n + 2 > c.ds) {
+    r.syndrome = kSyndromeLocalQpOp;
+    return r;
+  }
+  uint32_t rkey = 0;
+  const uint64_t raddr = decode_raddr(img.seg[n], &rkey);
+  ++n;
+  if (c.opcode == kOpcodeRdmaWrite || c.opcode == kOpcodeRdmaWriteImm) {
+    const Seg16& d = img.seg[n];
+    uint32_t length = 0;
+    const void* src = nullptr;
+    if (is_inline_seg(d)) {
+      length = inline_length(d);
+      if (n + inline_seg_ds(length) != c.ds) {
+        r.syndrome = kSyndromeLocalLength;
+        return r;
+      }
+      src = reinterpret_cast<const uint8_t*>(&d) + 4;
+    } else {
+      if (n + 1 != c.ds) {
+        r.syndrome = kSyndromeLocalQpOp;
+        return r;
+      }
+      uint32_t lkey = 0;
+      const uint64_t laddr = decode_data(d, &length, &lkey);
+      if (length > kMaxMessageBytes) {
+        r.syndrome = kSyndromeLocalLength;
+        return r;
+      }
+      if (check_key(t, lkey, laddr, length, 0) == nullptr) {
+        r.syndrome = kSyndromeLocalProt;
+        return r;
+      }
+      src = reinterpret_cast<const void*>(static_cast<uintptr_t>(laddr));
+    }
+    if (check_key(t, rkey, raddr, length, kAccessRemoteWrite) == nullptr) {
+      r.syndrome = kSyndromeRemoteAccess;
+      return r;
+    }
+    if (length != 0) mem.copy(reinterpret_cast<void*>(static_cast<uintptr_t>(raddr)), src, length);
+    r.byte_cnt = length;
+    return r;
+  }
+  if (c.opcode == kOpcodeAtomicFa) {
+    if (n + 2 != c.ds) {
+      r.syndrome = kSyndromeLocalQpOp;
+      return r;
+    }
+    const uint64_t add = decode_atomic_add(img.seg[n]);
+    uint32_t length = 0, lkey = 0;
+    const uint64_t laddr = decode_data(img.seg[n + 1], &length, &lkey);
+    if (length != 8) {
+      r.syndrome = kSyndromeLocalLength;
+      return r;
+    }
+    if (check_key(t, lkey, laddr, 8, kAccessLocalWrite) == nullptr) {
+      r.syndrome = kSyndromeLocalProt;
+      return r;
+    }
+    if ((raddr & 7) != 0) {
+      r.syndrome = kSyndromeRemoteInvalReq;
+      return r;
+    }
+    if (check_key(t, rkey, raddr, 8, kAccessRemoteAtomic) == nullptr) {
+      r.syndrome = kSyndromeRemoteAccess;
+      return r;
+    }
+    const uint64_t old = mem.fetch_add(reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(raddr)), add);
+    mem.copy(reinterpret_cast<void*>(static_cast<uintptr_t>(laddr)), &old, 8);
+    r.byte_cnt = 8;
+    return r;
+  }
+  r.syndrome = kSyndromeLocalQpOp;  // opcodes the model does not implement
+  return r;
+}
+
+}  // namespace gicomm::softnic

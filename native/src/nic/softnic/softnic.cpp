@@ -1,0 +1,263 @@
+// SoftNic tables and queue creation; the cpu engine.
+#include "gicomm/softnic/softnic.h"
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gicomm/mlx5/doorbell.h"
+
+namespace gicomm::softnic {
+
+using namespace gicomm::mlx5;
+
+SoftNic::SoftNic()
+    : qps_(new std::unique_ptr<QpOwned>[kMaxQps]),
+      mr_storage_(new MrEntry[kMaxMrs]),
+      dct_storage_(new DctEntry[kMaxQps]) {
+  tables_.mrs = mr_storage_.get();
+  tables_.dcts = dct_storage_.get();
+}
+
+SoftNic::~SoftNic() {
+  for (uint32_t i = 0; i < num_qps(); ++i) {
+    QpOwned& q = *qps_[i];
+    release(q.cfg.queues, q.sq_mem);
+    release(q.cfg.queues, q.cq_mem);
+    release(q.cfg.queues, q.dbrec_mem);
+    release(q.cfg.doorbells, q.db_mem);
+  }
+}
+
+MemoryRegionHandle SoftNic::register_mr(void* addr, uint64_t length, uint32_t access) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tables_.num_mrs >= kMaxMrs) throw std::runtime_error("softnic: memory region table full");
+  const uint32_t index = tables_.num_mrs;
+  // An 8-bit tag varies per index so a key off by one index does not validate by accident.
+  const uint32_t tag = (index * 0x9du + 0x5bu) & 0xffu;
+  MrEntry e{reinterpret_cast<uint64_t>(addr), length, (index << 8) | tag, access};
+  mr_storage_[index] = e;
+  // Publish the entry before the count (engines read without the lock).
+  __atomic_store_n(&tables_.num_mrs, index + 1, __ATOMIC_RELEASE);
+  return MemoryRegionHandle{e.key, e.key, e.addr, e.length};
+}
+
+uint32_t SoftNic::create_dct(uint64_t dc_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tables_.num_dcts >= kMaxQps) throw std::runtime_error("softnic: DCT table full");
+  const uint32_t index = tables_.num_dcts;
+  dct_storage_[index] = DctEntry{0x800000u + index, 0, dc_key};
+  __atomic_store_n(&tables_.num_dcts, index + 1, __ATOMIC_RELEASE);
+  return 0x800000u + index;
+}
+
+Tables SoftNic::tables_snapshot() const {
+  Tables t = tables_;
+  t.num_mrs = __atomic_load_n(&tables_.num_mrs, __ATOMIC_ACQUIRE);
+  t.num_dcts = __atomic_load_n(&tables_.num_dcts, __ATOMIC_ACQUIRE);
+  return t;
+}
+
+static bool is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+uint32_t SoftNic::create_qp(const QueueConfig& cfg) {
+  if (!is_pow2(cfg.sq_wqebbs) || !is_pow2(cfg.cq_entries) || cfg.sq_wqebbs > 32768)
+    throw std::invalid_argument("softnic: SQ and CQ depths must be powers of two, SQ <= 32768");
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t index = num_qps_.load(std::memory_order_relaxed);
+  if (index >= kMaxQps) throw std::runtime_error("softnic: QP table full");
+  auto q = std::make_unique<QpOwned>();
+  q->cfg = cfg;
+  const uint32_t cqes = cfg.collapsed_cq ? 1 : cfg.cq_entries;
+  q->sq_mem = allocate(cfg.queues, size_t(cfg.sq_wqebbs) * kSendWqeBB);
+  q->cq_mem = allocate(cfg.queues, size_t(cqes) * sizeof(Cqe64));
+  q->dbrec_mem = allocate(cfg.queues, 64);  // SQ dbrec (2 words) then CQ dbrec (2 words)
+  q->db_mem = allocate(cfg.doorbells, 64);
+  fill_bytes(cfg.queues, q->sq_mem, 0, size_t(cfg.sq_wqebbs) * kSendWqeBB);
+  fill_bytes(cfg.queues, q->dbrec_mem, 0, 64);
+  std::vector<Cqe64> fresh(cqes);
+  for (auto& c : fresh) init_cqe(c);
+  copy_to(cfg.queues, q->cq_mem, fresh.data(), fresh.size() * sizeof(Cqe64));
+  // The doorbell starts at WQE index 0xffff (one before the first WQE): nothing to do yet.
+  const uint64_t idle = doorbell_value(0xffff, qpn_of(index), 0, 0);
+  copy_to(cfg.doorbells, q->db_mem, &idle, sizeof(idle));
+
+  q->sq.buf = static_cast<uint8_t*>(q->sq_mem);
+  q->sq.wqe_cnt = cfg.sq_wqebbs;
+  q->sq.qpn = qpn_of(index);
+  q->sq.dbrec = static_cast<uint32_t*>(q->dbrec_mem);
+  q->sq.doorbell = static_cast<uint64_t*>(q->db_mem);
+  q->cq.buf = static_cast<Cqe64*>(q->cq_mem);
+  q->cq.cqe_cnt = cqes;
+  q->cq.dbrec = static_cast<uint32_t*>(q->dbrec_mem) + 2;
+  q->cq.collapsed = cfg.collapsed_cq;
+  q->state.sq = q->sq;
+  q->state.cq = q->cq;
+  q->state.last_doorbell = idle;
+  q->state.dc = cfg.dc ? 1 : 0;
+  qps_[index] = std::move(q);
+  num_qps_.store(index + 1, std::memory_order_release);
+  return index;
+}
+
+// ---- cpu engine -------------------------------------------------------------------------------------
+
+namespace {
+
+struct HostMem {
+  void copy(void* dst, const void* src, uint32_t bytes) { std::memcpy(dst, src, bytes); }
+  uint64_t fetch_add(uint64_t* p, uint64_t add) { return __atomic_fetch_add(p, add, __ATOMIC_RELAXED); }
+};
+
+constexpr int kStaleRetries = 64;
+
+// Copies WQEBB `index` of the ring into `dst` (4 segments) with acquire ordering on the ctrl word,
+// the way a NIC's DMA read would pick up whatever is in memory at that moment.
+void read_wqebb(const SqDesc& sq, uint32_t index, Seg16* dst) {
+  const uint8_t* src = wqebb_ptr(sq.buf, sq.wqe_cnt, index);
+  std::memcpy(dst, src, kSendWqeBB);
+}
+
+void publish_cqe(QpState& q, uint32_t tail, const Cqe64& body) {
+  Cqe64* dst = cqe_at(q.cq, q.cq_pi);
+  std::memcpy(dst, &body, 60);
+  __atomic_store_n(&dst->w[15], tail, __ATOMIC_RELEASE);
+  ++q.cq_pi;
+}
+
+// Executes everything the QP's doorbell asks for. Returns the number of WQEs executed.
+uint32_t service_qp(QpState& q, const Tables& tables, Counters& ctr) {
+  const uint64_t db = __atomic_load_n(q.sq.doorbell, __ATOMIC_ACQUIRE);
+  if (db == q.last_doorbell) return 0;
+  if (doorbell_qpn(db) != q.sq.qpn) {  // a doorbell for another QP on this page: ignore it
+    q.last_doorbell = db;
+    return 0;
+  }
+  const uint16_t db_index = doorbell_wqe_index(db);
+  uint32_t done = 0;
+  HostMem mem;
+  while (idx16_at_or_after(db_index, static_cast<uint16_t>(q.ci))) {
+    WqeImage img;
+    read_wqebb(q.sq, q.ci, &img.seg[0]);
+    CtrlFields c = decode_ctrl(img.seg[0]);
+    // A ctrl segment with an older index means the doorbell overtook the WQE stores (missing
+    // producer ordering): re-read a few times, count it, and fail the WQE if it never shows up.
+    for (int tries = 0; c.wqe_index != static_cast<uint16_t>(q.ci) && tries < kStaleRetries; ++tries) {
+      ++ctr.stale_retries;
+      std::atomic_thread_fence(std::memory_order_acquire);
+      read_wqebb(q.sq, q.ci, &img.seg[0]);
+      c = decode_ctrl(img.seg[0]);
+    }
+    uint32_t nbb = 1;
+    ExecResult r;
+    r.opcode = c.opcode;
+    r.signaled = (c.fm_ce_se & kCtrlCqUpdate) != 0;
+    if (q.error) {
+      r.syndrome = kSyndromeWrFlush;
+      if (c.wqe_index == static_cast<uint16_t>(q.ci) && c.ds != 0 && c.ds <= kMaxDs) nbb = wqebbs_of_ds(c.ds);
+    } else if (c.wqe_index != static_cast<uint16_t>(q.ci) || c.qpn != q.sq.qpn || c.ds == 0 || c.ds > kMaxDs) {
+      r.syndrome = kSyndromeLocalQpOp;
+    } else {
+      nbb = wqebbs_of_ds(c.ds);
+      for (uint32_t b = 1; b < nbb; ++b) read_wqebb(q.sq, q.ci + b, &img.seg[4 * b]);
+      r = execute_wqe(tables, img, q.dc != 0, mem);
+    }
+    if (r.syndrome == 0 && q.error == 0) {
+      ctr.bytes += r.byte_cnt;
+      if (r.signaled) {
+        Cqe64 body;
+        const uint32_t tail = encode_req_cqe(body, static_cast<uint16_t>(q.ci), q.sq.qpn, r.opcode, r.byte_cnt,
+                                             expected_owner(q.cq_pi, q.cq.collapsed ? 1 : q.cq.cqe_cnt));
+        publish_cqe(q, tail, body);
+        ++ctr.cqes;
+      }
+    } else {
+      // Errors and flushes always complete with a CQE (ConnectX reports every failed WQE).
+      if (r.syndrome == kSyndromeWrFlush) {
+        ++ctr.flushes;
+      } else {
+        ++ctr.errors;
+      }
+      q.error = 1;
+      Cqe64 body;
+      const uint32_t tail = encode_err_cqe(body, static_cast<uint16_t>(q.ci), q.sq.qpn, r.opcode, r.syndrome, 0,
+                                           expected_owner(q.cq_pi, q.cq.collapsed ? 1 : q.cq.cqe_cnt));
+      publish_cqe(q, tail, body);
+      ++ctr.cqes;
+    }
+    ++ctr.wqes;
+    ++done;
+    q.ci += nbb;
+  }
+  q.last_doorbell = db;
+  return done;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+CpuEngine::CpuEngine(SoftNic& nic, int threads) : nic_(nic), threads_(threads), per_thread_(threads) {
+  if (threads < 1) throw std::invalid_argument("softnic: cpu engine needs at least one thread");
+}
+
+CpuEngine::~CpuEngine() { stop(); }
+
+void CpuEngine::start() {
+  if (!workers_.empty()) return;
+  stop_.store(false);
+  for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { run(t); });
+}
+
+void CpuEngine::stop() {
+  stop_.store(true);
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+}
+
+Counters CpuEngine::counters() const {
+  Counters sum;
+  for (const auto& c : per_thread_) {
+    sum.wqes += c.wqes;
+    sum.cqes += c.cqes;
+    sum.errors += c.errors;
+    sum.flushes += c.flushes;
+    sum.stale_retries += c.stale_retries;
+    sum.bytes += c.bytes;
+  }
+  return sum;
+}
+
+void CpuEngine::run(int tid) {
+  Counters& ctr = per_thread_[tid];
+  uint32_t idle_rounds = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const uint32_t n = nic_.num_qps();
+    const Tables tables = nic_.tables_snapshot();
+    uint32_t work = 0;
+    for (uint32_t qp = static_cast<uint32_t>(tid); qp < n; qp += static_cast<uint32_t>(threads_))
+      work += service_qp(*nic_.qp_state(qp), tables, ctr);
+    if (work == 0) {
+      // Stay hot while traffic is recent; yield the core after a long idle stretch so CI with
+      // two cores is not starved by idle engine threads.
+      if (++idle_rounds > 4096) {
+        std::this_thread::yield();
+      } else {
+        cpu_relax();
+      }
+    } else {
+      idle_rounds = 0;
+    }
+  }
+  // Drain: execute anything rung before stop() was called.
+  const uint32_t n = nic_.num_qps();
+  const Tables tables = nic_.tables_snapshot();
+  for (uint32_t qp = static_cast<uint32_t>(tid); qp < n; qp += static_cast<uint32_t>(threads_))
+    service_qp(*nic_.qp_state(qp), tables, ctr);
+}
+
+}  // namespace gicomm::softnic

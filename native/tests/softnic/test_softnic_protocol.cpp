@@ -1,0 +1,379 @@
+// Randomized protocol test of the softnic cpu engine, driven by several producer threads that use
+// the same mlx5 encoders as the GPU (gicomm/mlx5/wqe.h) through HostSq/HostCq.
+//
+// Checks: every payload byte lands where it should and nothing else is touched; every signaled
+// WQE yields exactly one CQE, in order, with its WQE index; fetch-add returns the running sums;
+// bad lkey / rkey / bounds / length / malformed / unknown DCT yield an error CQE with the right
+// syndrome, write nothing, and flush the WQEs after them; a doorbell that overtakes its WQE is
+// detected (stale retries, then LOCAL_QP_OP).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gicomm/mlx5/host_post.h"
+#include "gicomm/softnic/softnic.h"
+
+namespace m = gicomm::mlx5;
+namespace sn = gicomm::softnic;
+using Clock = std::chrono::steady_clock;
+
+static std::atomic<int> failures{0};
+#define CHECK(cond, ...)                                          \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      if (failures.fetch_add(1) < 20) {                           \
+        std::fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);      \
+        std::fprintf(stderr, __VA_ARGS__);                        \
+        std::fprintf(stderr, "\n");                               \
+      }                                                           \
+    }                                                             \
+  } while (0)
+
+// Waits (bounded) for the next CQE of `cq`; names the QP and counters when it gives up.
+static bool wait_cqe(m::HostCq& cq, m::CqeFields* out, uint32_t qp, uint32_t expect_counter) {
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (!cq.poll(out)) {
+    if (Clock::now() > deadline) {
+      CHECK(false, "timeout: QP %u waiting for CQE %u (wqe_counter %u), consumer index %u", qp, cq.ci(),
+            expect_counter, cq.ci());
+      return false;
+    }
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+constexpr uint32_t kSlot = 256;  // destination bytes per WQE
+// Above the 1 GiB message limit yet below bit 31, which would mark the segment inline.
+constexpr uint32_t kMaxMessageBytesPlus1 = sn::kMaxMessageBytes + 1;
+
+
+// Shared by the producers and the final check.
+struct Run {
+  uint32_t wqes_per_qp;
+  const uint8_t* src;
+  sn::MemoryRegionHandle src_mr, dst_mr, ctr_mr, fetched_mr;
+  std::vector<uint8_t> kinds;  // what each (qp, seq) posted: 0 write, 1 write-imm, 2 inline, 3 fetch-add
+};
+
+static uint32_t payload_len(uint32_t qp, uint32_t seq) { return 1 + (qp * 131 + seq * 7) % kSlot; }
+static uint64_t payload_src_off(uint32_t qp, uint32_t seq) { return (uint64_t(qp) * 977 + seq * 13) % (4096 - kSlot); }
+constexpr uint32_t kInlineMax = 100;
+
+// One producer drives its QPs round-robin with random batches (1..16 WQEs per doorbell) of random
+// WQEs, about a third signaled, keeping at most half of each ring outstanding.
+static void producer(sn::SoftNic& nic, const std::vector<uint32_t>& qps, Run& run, uint32_t seed) {
+  std::mt19937 rng(seed);
+  struct PerQp {
+    m::HostSq sq;
+    m::HostCq cq;
+    uint32_t posted = 0;
+    std::vector<uint32_t> signaled;  // WQE indices that asked for a CQE, in order
+    size_t next_cqe = 0;
+    uint32_t retired_pi = 0;  // WQEBBs known executed
+  };
+  std::vector<PerQp> st(qps.size());
+  for (size_t i = 0; i < qps.size(); ++i) {
+    st[i].sq = m::HostSq(nic.sq(qps[i]));
+    st[i].cq = m::HostCq(nic.cq(qps[i]));
+  }
+  auto consume_one = [&](PerQp& q, uint32_t qp) {
+    m::CqeFields c;
+    if (!wait_cqe(q.cq, &c, qp, q.signaled[q.next_cqe])) return false;
+    CHECK(c.opcode == m::kCqeReq, "QP %u: unexpected CQE opcode %u syndrome 0x%x", qp, c.opcode, c.syndrome);
+    CHECK(c.wqe_counter == static_cast<uint16_t>(q.signaled[q.next_cqe]) && c.qpn == q.sq.desc().qpn,
+          "QP %u: CQE out of order: got wqe_counter %u qpn %u, expected %u", qp, c.wqe_counter, c.qpn,
+          q.signaled[q.next_cqe] & 0xffff);
+    q.retired_pi = q.signaled[q.next_cqe] + 1;  // a CQE retires every WQE before it too
+    ++q.next_cqe;
+    return true;
+  };
+  bool busy = true;
+  while (busy) {
+    busy = false;
+    for (size_t i = 0; i < qps.size(); ++i) {
+      PerQp& q = st[i];
+      const uint32_t qp = qps[i];
+      if (q.posted == run.wqes_per_qp) continue;
+      busy = true;
+      const uint32_t batch = std::min<uint32_t>(1 + rng() % 16, run.wqes_per_qp - q.posted);
+      while (q.sq.pi() + batch - q.retired_pi > q.sq.desc().wqe_cnt / 2)
+        if (!consume_one(q, qp)) return;
+      for (uint32_t b = 0; b < batch; ++b) {
+        const uint32_t seq = q.posted++;
+        // The last WQE of a batch is signaled often (so the ring drains), others rarely.
+        const bool signaled = (q.posted == run.wqes_per_qp) || (b + 1 == batch ? rng() % 2 == 0 : rng() % 8 == 0);
+        const m::WqeHeader h = q.sq.header(signaled);
+        m::WqeImage img;
+        uint32_t ds = 0;
+        const size_t id = size_t(qp) * run.wqes_per_qp + seq;
+        const uint64_t slot = run.dst_mr.addr + id * kSlot;
+        const uint32_t len = payload_len(qp, seq);
+        const uint64_t off = payload_src_off(qp, seq);
+        const uint8_t kind = static_cast<uint8_t>(rng() % 4);
+        run.kinds[id] = kind;
+        if (kind == 0) {
+          ds = m::build_rdma_write(img, h, slot, run.dst_mr.rkey, run.src_mr.addr + off, run.src_mr.lkey, len);
+        } else if (kind == 1) {
+          ds = m::build_rdma_write_imm(img, h, slot, run.dst_mr.rkey, run.src_mr.addr + off, run.src_mr.lkey, len, seq);
+        } else if (kind == 2) {
+          ds = m::build_rdma_write_inline(img, h, slot, run.dst_mr.rkey, run.src + off, std::min(len, kInlineMax));
+        } else {
+          ds = m::build_atomic_fetch_add(img, h, run.ctr_mr.addr + 8 * qp, run.ctr_mr.rkey, 1 + seq,
+                                         run.fetched_mr.addr + 8 * id, run.fetched_mr.lkey);
+        }
+        const uint32_t at = q.sq.push(img, ds);
+        if (signaled) q.signaled.push_back(at);
+      }
+      q.sq.ring();
+    }
+  }
+  for (size_t i = 0; i < qps.size(); ++i) {
+    PerQp& q = st[i];
+    while (q.next_cqe < q.signaled.size())
+      if (!consume_one(q, qps[i])) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    m::CqeFields extra;
+    CHECK(!q.cq.poll(&extra), "QP %u: CQE beyond the signaled WQEs (counter %u)", qps[i], extra.wqe_counter);
+  }
+}
+
+static void run_protocol() {
+  const uint32_t kQps = 24, kProducers = 3, kWqes = 1500;
+  sn::SoftNic nic;
+  std::vector<uint8_t> src(4096);
+  std::mt19937 rng(7);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> dst(size_t(kQps) * kWqes * kSlot, 0xee);
+  std::vector<uint64_t> fetched(size_t(kQps) * kWqes, ~0ull);
+  std::vector<uint64_t> counters(kQps, 0);
+  Run run;
+  run.wqes_per_qp = kWqes;
+  run.src = src.data();
+  run.src_mr = nic.register_mr(src.data(), src.size(), 0);
+  run.dst_mr = nic.register_mr(dst.data(), dst.size(), sn::kAccessRemoteWrite);
+  run.ctr_mr = nic.register_mr(counters.data(), counters.size() * 8, sn::kAccessRemoteAtomic);
+  run.fetched_mr = nic.register_mr(fetched.data(), fetched.size() * 8, sn::kAccessLocalWrite);
+  run.kinds.assign(size_t(kQps) * kWqes, 0xff);
+  sn::QueueConfig qc;
+  qc.sq_wqebbs = 256;
+  qc.cq_entries = 256;
+  for (uint32_t i = 0; i < kQps / 2; ++i) nic.create_qp(qc);
+  sn::CpuEngine engine(nic, 2);
+  engine.start();
+  for (uint32_t i = kQps / 2; i < kQps; ++i) nic.create_qp(qc);  // QPs may appear while the engine runs
+  std::vector<std::thread> threads;
+  for (uint32_t p = 0; p < kProducers; ++p) {
+    std::vector<uint32_t> mine;
+    for (uint32_t q = p; q < kQps; q += kProducers) mine.push_back(q);
+    threads.emplace_back([&nic, &run, mine, p] { producer(nic, mine, run, 100 + p); });
+  }
+  for (auto& t : threads) t.join();
+  engine.stop();
+  const sn::Counters c = engine.counters();
+  CHECK(c.errors == 0 && c.flushes == 0, "unexpected error CQEs: %llu errors, %llu flushes",
+        (unsigned long long)c.errors, (unsigned long long)c.flushes);
+  CHECK(c.wqes == uint64_t(kQps) * kWqes, "engine executed %llu WQEs, expected %llu", (unsigned long long)c.wqes,
+        (unsigned long long)(uint64_t(kQps) * kWqes));
+  uint64_t bad_slots = 0, bad_fetch = 0;
+  for (uint32_t qp = 0; qp < kQps; ++qp) {
+    uint64_t running = 0;
+    for (uint32_t seq = 0; seq < kWqes; ++seq) {
+      const size_t id = size_t(qp) * kWqes + seq;
+      const uint8_t* slot = dst.data() + id * kSlot;
+      const uint32_t len = payload_len(qp, seq);
+      const uint8_t* expect = src.data() + payload_src_off(qp, seq);
+      uint32_t written = 0;
+      switch (run.kinds[id]) {
+        case 0:
+        case 1: written = len; break;
+        case 2: written = std::min(len, kInlineMax); break;
+        case 3:
+          // fetch-add returns the QP's running sum: atomics of one QP execute in order.
+          if (fetched[id] != running) ++bad_fetch;
+          running += 1 + seq;
+          break;
+        default: ++bad_slots;
+      }
+      if (std::memcmp(slot, expect, written) != 0) ++bad_slots;
+      for (uint32_t b = written; b < kSlot; ++b)
+        if (slot[b] != 0xee) {
+          ++bad_slots;
+          break;
+        }
+    }
+    CHECK(counters[qp] == running, "QP %u: counter %llu, expected %llu", qp, (unsigned long long)counters[qp],
+          (unsigned long long)running);
+  }
+  CHECK(bad_slots == 0, "%llu destination slots hold wrong bytes", (unsigned long long)bad_slots);
+  CHECK(bad_fetch == 0, "%llu fetch-add results are not the running sum", (unsigned long long)bad_fetch);
+  std::printf("protocol: %u QPs, %u producers, %u WQEs/QP: engine %llu WQEs, %llu CQEs, %llu bytes\n", kQps,
+              kProducers, kWqes, (unsigned long long)c.wqes, (unsigned long long)c.cqes, (unsigned long long)c.bytes);
+}
+
+// ---- error paths --------------------------------------------------------------------------------------
+// Posts `bad` (built by the lambda on a fresh QP) after one good signaled write, then one more good
+// WQE, and checks: good CQE, error CQE with `syndrome`, flush CQE, nothing written by bad or after.
+template <class Build>
+static void expect_error(sn::SoftNic& nic, const char* name, uint8_t syndrome, bool dc, Build build_bad,
+                         const sn::MemoryRegionHandle& src_mr, const sn::MemoryRegionHandle& dst_mr, uint8_t* dst) {
+  sn::QueueConfig qc;
+  qc.sq_wqebbs = 64;
+  qc.cq_entries = 64;
+  qc.dc = dc;
+  const uint32_t qp = nic.create_qp(qc);
+  const uint32_t dct = dc ? nic.create_dct(0xdc0000 + qp) : 0;
+  m::AddressVector av;
+  av.dct_number = dct;
+  av.dc_key = 0xdc0000 + qp;
+  const m::AddressVector* avp = dc ? &av : nullptr;
+  m::HostSq sq(nic.sq(qp));
+  m::HostCq cq(nic.cq(qp));
+  std::memset(dst, 0xee, 64);
+  m::WqeImage img;
+  uint32_t ds = m::build_rdma_write(img, sq.header(true), dst_mr.addr, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, avp);
+  sq.push(img, ds);
+  // The bad WQE is unsignaled: errors complete with a CQE regardless.
+  ds = build_bad(img, sq.header(false), avp);
+  const uint32_t bad_index = sq.push(img, ds);
+  ds = m::build_rdma_write(img, sq.header(true), dst_mr.addr + 32, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, avp);
+  const uint32_t after_index = sq.push(img, ds);
+  sq.ring();
+  m::CqeFields c;
+  if (wait_cqe(cq, &c, qp, 0))
+    CHECK(c.opcode == m::kCqeReq && c.wqe_counter == 0, "%s: first CQE opcode %u counter %u", name, c.opcode,
+          c.wqe_counter);
+  if (wait_cqe(cq, &c, qp, bad_index))
+    CHECK(c.opcode == m::kCqeReqErr && c.syndrome == syndrome && c.wqe_counter == bad_index && c.qpn == nic.sq(qp).qpn,
+          "%s: expected error CQE syndrome 0x%x at %u, got opcode %u syndrome 0x%x counter %u", name, syndrome,
+          bad_index, c.opcode, c.syndrome, c.wqe_counter);
+  if (wait_cqe(cq, &c, qp, after_index))
+    CHECK(c.opcode == m::kCqeReqErr && c.syndrome == m::kSyndromeWrFlush && c.wqe_counter == after_index,
+          "%s: expected flush CQE at %u, got opcode %u syndrome 0x%x counter %u", name, after_index, c.opcode,
+          c.syndrome, c.wqe_counter);
+  for (int b = 8; b < 64; ++b)
+    if (dst[b] != 0xee) {
+      CHECK(false, "%s: a failed or flushed WQE wrote byte %d", name, b);
+      break;
+    }
+}
+
+static void run_errors() {
+  sn::SoftNic nic;
+  std::vector<uint8_t> src(4096, 0x5a), dst(4096, 0xee);
+  std::vector<uint64_t> ro(8, 0);
+  auto src_mr = nic.register_mr(src.data(), src.size(), sn::kAccessLocalWrite);
+  auto dst_mr = nic.register_mr(dst.data(), dst.size(), sn::kAccessRemoteWrite);
+  auto ro_mr = nic.register_mr(ro.data(), 64, 0);  // no remote access at all
+  sn::CpuEngine engine(nic, 1);
+  engine.start();
+  uint8_t* d = dst.data();
+  using H = m::WqeHeader;
+  using AV = const m::AddressVector*;
+  expect_error(nic, "bad lkey", m::kSyndromeLocalProt, false, [&](m::WqeImage& i, H h, AV av) {
+    return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey ^ 0x1, 8, av);
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "bad rkey", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
+    return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey + 0x100, src_mr.addr, src_mr.lkey, 8, av);
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "remote out of bounds", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
+    return m::build_rdma_write(i, h, dst_mr.addr + 4090, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, av);
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "local out of bounds", m::kSyndromeLocalProt, false, [&](m::WqeImage& i, H h, AV av) {
+    return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr + 4000, src_mr.lkey, 200, av);
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "length too large", m::kSyndromeLocalLength, false, [&](m::WqeImage& i, H h, AV av) {
+    return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, kMaxMessageBytesPlus1, av);
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "no remote write access", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
+    return m::build_rdma_write(i, h, ro_mr.addr, ro_mr.rkey, src_mr.addr, src_mr.lkey, 8, av);
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "atomic without atomic access", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
+    return m::build_atomic_fetch_add(i, h, dst_mr.addr + 16, dst_mr.rkey, 1, src_mr.addr, src_mr.lkey, av);
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "malformed ds", m::kSyndromeLocalQpOp, false, [&](m::WqeImage& i, H h, AV av) {
+    const uint32_t ds = m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, av);
+    i.seg[0].w[1] = gicomm::to_be32((h.qpn << 8) | 2);  // claims 2 segments: no data segment
+    return ds;
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "unknown opcode", m::kSyndromeLocalQpOp, false, [&](m::WqeImage& i, H h, AV av) {
+    const uint32_t ds = m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, av);
+    m::set_ctrl_seg(i.seg[0], h.pi, 0x1f, 0, h.qpn, 0, 3, 0, 0);
+    return ds;
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "DC bad key", m::kSyndromeRemoteAccess, true, [&](m::WqeImage& i, H h, AV av) {
+    m::AddressVector wrong = *av;
+    wrong.dc_key ^= 1;
+    return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, &wrong);
+  }, src_mr, dst_mr, d);
+  expect_error(nic, "DC extended AV, bad rkey", m::kSyndromeRemoteAccess, true, [&](m::WqeImage& i, H h, AV av) {
+    m::AddressVector ext = *av;
+    ext.extended = true;
+    return m::build_rdma_write(i, h, dst_mr.addr + 16, 0x12345, src_mr.addr, src_mr.lkey, 8, &ext);
+  }, src_mr, dst_mr, d);
+  // A doorbell that overtakes its WQE: ring index 0 of a fresh QP without writing the WQE.
+  {
+    sn::QueueConfig qc;
+    qc.sq_wqebbs = 64;
+    qc.cq_entries = 64;
+    const uint32_t qp = nic.create_qp(qc);
+    m::HostSq sq(nic.sq(qp));
+    m::HostCq cq(nic.cq(qp));
+    m::WqeImage img;
+    const uint32_t ds = m::build_rdma_write(img, sq.header(true), dst_mr.addr, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8);
+    (void)ds;
+    // Slot 0 holds zeros, but the ctrl of index 0 is all zero too: make it look like an old pass.
+    m::WqeImage stale = img;
+    m::set_ctrl_seg(stale.seg[0], 0xffc0, m::kOpcodeRdmaWrite, 0, nic.sq(qp).qpn, m::kCtrlCqUpdate, 3, 0, 0);
+    m::store_wqe(nic.sq(qp).buf, 64, 0, stale, 3);
+    m::host_ring_doorbell(nic.sq(qp), 1, m::doorbell_value(img.seg[0]));
+    m::CqeFields c;
+    if (wait_cqe(cq, &c, qp, 0))
+      CHECK(c.opcode == m::kCqeReqErr && c.syndrome == m::kSyndromeLocalQpOp,
+            "stale WQE: expected LOCAL_QP_OP error, got opcode %u syndrome 0x%x", c.opcode, c.syndrome);
+  }
+  // Collapsed CQ: every CQE lands in entry 0; the consumer watches wqe_counter.
+  {
+    sn::QueueConfig qc;
+    qc.sq_wqebbs = 64;
+    qc.collapsed_cq = true;
+    const uint32_t qp = nic.create_qp(qc);
+    m::HostSq sq(nic.sq(qp));
+    m::WqeImage img;
+    for (int k = 0; k < 10; ++k)
+      sq.push(img, m::build_rdma_write(img, sq.header(true), dst_mr.addr, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8));
+    sq.ring();
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    uint16_t seen = 0xffff;
+    while (Clock::now() < deadline) {
+      const uint32_t tail = __atomic_load_n(&nic.cq(qp).buf[0].w[15], __ATOMIC_ACQUIRE);
+      seen = m::tail_wqe_counter(tail);
+      if (m::op_own_opcode(m::tail_op_own(tail)) == m::kCqeReq && seen == 9) break;
+      std::this_thread::yield();
+    }
+    CHECK(seen == 9, "collapsed CQ: last wqe_counter %u, expected 9", seen);
+  }
+  engine.stop();
+  const sn::Counters c = engine.counters();
+  CHECK(c.errors == 12 && c.flushes == 11, "engine counted %llu errors and %llu flushes, expected 12 and 11",
+        (unsigned long long)c.errors, (unsigned long long)c.flushes);
+  CHECK(c.stale_retries > 0, "the overtaken doorbell was not retried");
+  std::printf("errors: %llu error CQEs, %llu flushes, %llu stale retries\n", (unsigned long long)c.errors,
+              (unsigned long long)c.flushes, (unsigned long long)c.stale_retries);
+}
+
+int main(int argc, char** argv) {
+  const bool errors_only = argc > 1 && std::string(argv[1]) == "--errors-only";
+  if (!errors_only) run_protocol();
+  run_errors();
+  if (failures.load()) {
+    std::fprintf(stderr, "FAILED (%d checks)\n", failures.load());
+    return 1;
+  }
+  return 0;
+}
