@@ -1,0 +1,34 @@
+// CPU topology for pinning proxy workers, and the clock of the cores they run on. Host only.
+// Everything is read from sysfs / procfs; the roots are parameters so tests can feed a fake tree.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gicomm {
+namespace proxy {
+
+// Parse a kernel cpulist ("0-3,8,10-11"). False on malformed input.
+bool parse_cpulist(const std::string& text, std::vector<int>* cpus);
+
+// CPUs of NUMA node `node` (<sysfs>/devices/system/node/node<N>/cpulist). On failure returns false
+// and says which nodes exist, e.g. "NUMA node 3 not found (nodes present: 0,1)".
+bool numa_node_cpus(int node, std::vector<int>* cpus, std::string* error,
+                    const std::string& sysfs_root = "/sys");
+
+// Current frequency of one core, in MHz. Source order: cpufreq scaling_cur_freq (kHz, the
+// governor's view), then /proc/cpuinfo "cpu MHz" for that processor (on VMs often a fixed value;
+// source says so). When neither is readable, ok is false and `source` holds the reason.
+struct CpuFreq {
+  bool ok = false;
+  double mhz = 0.0;
+  std::string source;
+};
+CpuFreq read_cpu_mhz(int cpu, const std::string& sysfs_root = "/sys",
+                     const std::string& cpuinfo_path = "/proc/cpuinfo");
+
+// Pin the calling thread to one CPU. False (with the errno text) when the kernel refuses.
+bool pin_this_thread(int cpu, std::string* error);
+
+}  // namespace proxy
+}  // namespace gicomm
