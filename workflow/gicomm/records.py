@@ -45,7 +45,13 @@ def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
             f"{path}:{last}: truncated last line (no newline at end of file: the writer was "
             f"killed mid-record); remove the line or rerun the point"
         )
-    for lineno, raw in enumerate(data.decode("utf-8", errors="strict").splitlines(), start=1):
+    for lineno, raw_bytes in enumerate(data.split(b"\n")[:-1] if data else [], start=1):
+        try:
+            raw = raw_bytes.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordError(
+                f"{path}:{lineno}: not UTF-8 text (byte {exc.start}): corrupted"
+            ) from None
         if not raw.strip():
             continue
         try:
@@ -54,6 +60,8 @@ def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
             raise RecordError(
                 f"{path}:{lineno}: malformed JSON: {exc.msg} at column {exc.colno}"
             ) from None
+        except RecursionError:
+            raise RecordError(f"{path}:{lineno}: malformed JSON: nested too deeply") from None
         yield check_record(obj, f"{path}:{lineno}")
 
 
