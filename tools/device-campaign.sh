@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Run a campaign on a GPU machine that has no network (the project's lent H200s) and pack what the
+# project keeps (hosts/ provenance, raw/ records, logs) into $OUT for the trip back.
+#   tools/device-campaign.sh config/campaigns/h200x2.yaml [extra snakemake args]
+# Python packages missing there travel as wheels in .whl/ (see README "GPU machines without network").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cfg=$1; shift
+out=${OUT:-/tmp/gicomm-out}
+mkdir -p "$out"
+# Device safety: no NVLink multicast anywhere.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/gicomm-site .whl/*.whl
+  export PYTHONPATH=/tmp/gicomm-site:$PWD/workflow${PYTHONPATH:+:$PYTHONPATH}
+fi
+campaign=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["campaign"])' "$cfg")
+nvidia-smi -q -d CLOCK > "$out/clocks-before.txt" 2>&1 || true
+nvidia-smi topo -m > "$out/topology.txt" 2>&1 || true
+start=$(date +%s)
+set +e
+python3 -m snakemake --profile profiles/local --configfile "$cfg" --cores all \
+  --resources gpu_jobs=1 "$@" 2>&1 | tee "$out/snakemake.log"
+status=${PIPESTATUS[0]}
+set -e
+echo "campaign $campaign: snakemake exit $status after $(( $(date +%s) - start )) s" | tee -a "$out/snakemake.log"
+nvidia-smi -q -d CLOCK > "$out/clocks-after.txt" 2>&1 || true
+tar -czf "$out/$campaign.tar.gz" -C results "$campaign/hosts" "$campaign/raw" "$campaign/logs" \
+  $( [ -d "results/$campaign/tidy" ] && echo "$campaign/tidy" )
+exit "$status"
