@@ -27,8 +27,8 @@ def cache_access(
     """
     if sets <= 0:
         return True
-    h = (conn * 2654435761) & 0xFFFFFFFF
-    base = (h % sets) * ways
+    h = (conn * 2654435761) & 0xFFFFFFFF  # Knuth multiplicative hash, then its high bits
+    base = ((h * sets) >> 32) * ways
     victim = base
     oldest = stamps[base]
     for k in range(base, base + ways):

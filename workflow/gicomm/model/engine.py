@@ -62,6 +62,9 @@ NI_SEED = 8
 NI_N = 9
 NF_FETCH, NF_WQE, NF_RX, NF_MISS_TX, NF_MISS_RX, NF_T_STOP = range(6)
 NF_N = 6
+# receive traffic of connection c arrives on connection (c * RX_MULT + shift) % n: the peer's
+# schedule is a fixed pseudo-random permutation of ours (RX_MULT is a prime above any count used)
+RX_MULT = 1000003
 # statistics fields returned by simulate()
 (
     S_EVENTS,
@@ -412,7 +415,7 @@ def simulate(
                     heap_push(ht, hs, hk, hi, hst, now, EV_W_POLL, w)
                 if ni[NI_RX_MODE] == 1:
                     t = (rx_st[0] + rx_st[1]) % rxc.shape[0]
-                    rxc[t] = (qi[q, QI_CONN] + ni[NI_RX_SHIFT]) % ni[NI_RX_MOD]
+                    rxc[t] = (qi[q, QI_CONN] * RX_MULT + ni[NI_RX_SHIFT]) % ni[NI_RX_MOD]
                     rxn[t] = n
                     rx_st[1] += 1
             _nic_dispatch(
@@ -467,9 +470,7 @@ def simulate(
             q_head[found] = (q_head[found] + n) % qi[found, QI_DEPTH]
             q_cnt[found] -= n
             w_busy[w] = 1
-            heap_push(
-                ht, hs, hk, hi, hst, now + wf[w, WF_T0] + n * wf[w, WF_TPER], EV_W_DONE, w
-            )
+            heap_push(ht, hs, hk, hi, hst, now + wf[w, WF_T0] + n * wf[w, WF_TPER], EV_W_DONE, w)
         elif kind == EV_W_DONE:
             w = ident
             r = w_ring[w]

@@ -33,7 +33,11 @@ class NicParams:
 
     def ceiling_mmsg(self, wqes_per_fetch: int | None = None) -> float:
         """Sustained NIC send ceiling (Mmsg/s) when every fetch carries ``wqes_per_fetch`` WQEs."""
-        k = self.fetch_max if wqes_per_fetch is None else max(1, min(wqes_per_fetch, self.fetch_max))
+        k = (
+            self.fetch_max
+            if wqes_per_fetch is None
+            else max(1, min(wqes_per_fetch, self.fetch_max))
+        )
         per_wqe = self.t_fetch_ns / k + self.t_wqe_ns
         return self.n_pu / per_wqe * 1e3
 
@@ -89,7 +93,9 @@ class ModelParams:
 
     def path(self, name: str) -> PathParams:
         if name not in self.paths:
-            raise KeyError(f"no path {name!r} in parameters for {self.platform} ({list(self.paths)})")
+            raise KeyError(
+                f"no path {name!r} in parameters for {self.platform} ({list(self.paths)})"
+            )
         return self.paths[name]
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,6 +148,8 @@ def apply_platform(params: ModelParams, platform: dict[str, Any]) -> ModelParams
         out.nic.t_fetch_ns *= scale
         out.sources["nic.t_wqe_ns"] = "platform config nic_ceiling_mmsg"
     if flat.get("nic_context_cache_entries"):
-        out.nic.cache_sets = max(1, round(float(flat["nic_context_cache_entries"]) / out.nic.cache_ways))
+        out.nic.cache_sets = max(
+            1, round(float(flat["nic_context_cache_entries"]) / out.nic.cache_ways)
+        )
         out.sources["nic.cache_sets"] = "platform config nic_context_cache_entries"
     return out

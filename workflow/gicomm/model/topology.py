@@ -133,7 +133,9 @@ class SimResult:
     def stat(self, idx: int) -> float:
         return float(self.stats[idx])
 
-    def rate_mmsg(self, lo: float = 0.3, hi: float = 0.9, producers: np.ndarray | None = None) -> float:
+    def rate_mmsg(
+        self, lo: float = 0.3, hi: float = 0.9, producers: np.ndarray | None = None
+    ) -> float:
         """Steady-state completion rate (Mmsg/s) between the ``lo`` and ``hi`` completion quantiles."""
         done = self.m_done
         if producers is not None:
