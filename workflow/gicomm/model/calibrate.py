@@ -87,10 +87,14 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
     )
     for f in ("build", "ring"):
         src[f"paths.mini-gda.{f}"] = (
-            "t(b)=ring+b*build through " + _src("minigda.rate_1thr_b1") + "; "
+            "t(b)=ring+b*build through "
+            + _src("minigda.rate_1thr_b1")
+            + "; "
             + _src("minigda.rate_1thr_b16")
-        )  # fmt: skip
-    src["paths.mini-gda.latency"] = _src("minigda.issue") + "; " + _src("minigda.completion")
+        )
+    src["paths.mini-gda.latency"] = (
+        _src("minigda.issue") + "; " + _src("minigda.completion") + "; " + _src("minigda.rtt")
+    )
     src["paths.mini-gda.queue_depth"] = "assumption: 1024-entry send queue"
     # GDAKI: 1 thread per context = build + ring; 8 threads saturate the context lock = ring
     per1 = 1e3 / value("gdaki.rate_1thr")
@@ -111,6 +115,9 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
     )
     src["paths.gdaki.build"] = _src("gdaki.rate_1thr") + " minus ring"
     src["paths.gdaki.ring"] = _src("gdaki.rate_8thr") + " (lock-bound)"
+    src["paths.gdaki.latency"] = (
+        _src("gdaki.issue") + "; " + _src("gdaki.completion") + "; " + _src("gdaki.rtt")
+    )
     src["paths.gdaki.queue_depth"] = "NCCL_GIN_GDAKI_QP_DEPTH default 128 (REFERENCE.md 1.3)"
     # mini-proxy (tuned): enqueue is one posted 16 B store; workers fit per clock state
     t0: dict[str, float] = {}
@@ -124,9 +131,11 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
         )
         t0[state], tper[state] = fixed, per
         src[f"paths.mini-proxy.worker.{state}"] = (
-            "t(B)=t0+B*tper through " + _src(f"miniproxy.{state}_b1") + "; "
+            "t(B)=t0+B*tper through "
+            + _src(f"miniproxy.{state}_b1")
+            + "; "
             + _src(f"miniproxy.{state}_b16")
-        )  # fmt: skip
+        )
     mp = PathParams(
         name="mini-proxy",
         kind="proxy",
@@ -142,6 +151,9 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
         worker_qp_depth=4096,
     )
     src["paths.mini-proxy.build"] = _src("miniproxy.issue") + " (tuned enqueue, one posted store)"
+    src["paths.mini-proxy.latency"] = (
+        _src("miniproxy.issue") + "; " + _src("miniproxy.completion") + "; " + _src("miniproxy.rtt")
+    )
     src["paths.mini-proxy.queue_depth"] = "assumption: 4096-descriptor rings (64 KiB)"
     return {"mini-gda": mg, "gdaki": gd, "mini-proxy": mp}
 
@@ -218,7 +230,7 @@ def from_records(
       * ``issue_ns`` / ``completion_ns`` / ``rtt_ns``: median p50 of one-thread points;
       * GPU ``build``/``ring``: ``msg_rate`` at one thread and one QP against ``batch``
         (t(b) = ring + b*build), split by the clock share;
-      * clock share: ``issue_ns`` against ``sm_clock_mhz`` (T = C/f + B), where several clocks exist;
+      * clock share: ``issue_ns`` against ``sm_clock_mhz`` (T = C/f + B), given several clocks;
       * proxy workers: ``msg_rate`` of one worker against ``batch`` per ``cpu_clock_state``;
       * NIC ceiling: the largest ``msg_rate`` p50 of the campaign's GPU paths (rescales t_wqe).
     """
@@ -241,8 +253,11 @@ def from_records(
         if mine.empty:
             continue
         one = mine[threads.loc[mine.index] == 1]
-        for metric, attr in (("issue_ns", "issue_ns"), ("completion_ns", "completion_ns"),
-                             ("rtt_ns", "rtt_ns")):  # fmt: skip
+        for metric, attr in (
+            ("issue_ns", "issue_ns"),
+            ("completion_ns", "completion_ns"),
+            ("rtt_ns", "rtt_ns"),
+        ):
             rows = one[one["metric"] == metric]
             if len(rows):
                 setattr(path, attr, float(rows["_p50"].median()))
@@ -266,13 +281,14 @@ def from_records(
                 )
         else:
             rows = rate[workers.loc[rate.index] == 1]
-            state = rows["cpu_clock_state"] if "cpu_clock_state" in rows else None
+            state = rows.get("cpu_clock_state")
             for st in ("cold", "warm"):
                 sel = rows if state is None else rows[state.fillna("cold") == st]
                 bb = batch.loc[sel.index].dropna()
                 if bb.nunique() >= 2:
                     sel = sel.loc[bb.index]
-                    t0, tper = linear_batch_fit(bb.to_numpy(), bb.to_numpy() / sel["_p50"] * 1e3)
+                    per_batch = bb.to_numpy() / sel["_p50"].to_numpy() * 1e3
+                    t0, tper = linear_batch_fit(bb.to_numpy(), per_batch)
                     path.worker_t0_ns[st], path.worker_tper_ns[st] = max(t0, 0.0), max(tper, 0.0)
                     p.sources[f"paths.{name}.worker.{st}"] = "t(B)=t0+B*tper fit, " + _describe(sel)
     gpu_rates = df[(df["metric"] == "msg_rate") & df["_path"].isin(["mini-gda", "gdaki"])]
@@ -291,7 +307,7 @@ def from_records(
 
 
 def _fit_clock_share(rows: pd.DataFrame) -> float | None:
-    """Clock-sensitive share at the top clock from ``issue_ns`` vs ``sm_clock_mhz`` (>= 3 clocks)."""
+    """Clock-sensitive share at the top clock: ``issue_ns`` vs ``sm_clock_mhz`` (>= 3 clocks)."""
     sel = rows[rows["metric"] == "issue_ns"]
     f = _num(sel, "sm_clock_mhz")
     sel = sel[f.notna()]
@@ -303,3 +319,68 @@ def _fit_clock_share(rows: pd.DataFrame) -> float | None:
     if c <= 0:
         return 0.0
     return float(c * top / (c * top + max(b, 0.0)))
+
+
+# ----------------------------------------------------------------------------------------------
+# the calibrated parameters as a table for the report
+
+
+def _flat_params(p: ModelParams) -> dict[str, float]:
+    out: dict[str, float] = {"sm_clock_mhz": p.sm_clock_mhz, "poll_per_qp_ns": p.poll_per_qp_ns}
+    for k, v in p.nic.__dict__.items():
+        out[f"nic.{k}"] = float(v)
+    for name, path in p.paths.items():
+        for k, v in path.__dict__.items():
+            if isinstance(v, dict):
+                for st, x in v.items():
+                    out[f"paths.{name}.{k}.{st}"] = float(x)
+            elif isinstance(v, int | float):
+                out[f"paths.{name}.{k}"] = float(v)
+    return out
+
+
+def _source_for(key: str, sources: dict[str, str]) -> str:
+    if key in sources:
+        return sources[key]
+    parts = key.split(".")
+    cands = [
+        s for s in sources if key.startswith(s + "_") or key.startswith(s + ".")
+    ]  # e.g. paths.x.build -> paths.x.build_cycles
+    if parts[0] == "paths" and len(parts) >= 4 and parts[2].startswith("worker_"):
+        cands.append(f"paths.{parts[1]}.worker.{parts[3]}")
+    if parts[0] == "paths" and parts[2] in ("issue_ns", "completion_ns", "rtt_ns"):
+        cands += [f"paths.{parts[1]}.latency", f"paths.{parts[1]}.{parts[2]}"]
+    for c in sorted(cands, key=len, reverse=True):
+        if c in sources:
+            return sources[c]
+    return "default (see docs/model.md)"
+
+
+def _origin(source: str) -> str:
+    s = source.lower()
+    if s.startswith("records") or "records:" in s:
+        return "records"
+    if s.startswith(("assumption", "a1", "default", "nccl_gin")):
+        return "assumption"
+    if s.startswith("platform config"):
+        return "platform config"
+    return "paper"
+
+
+def calibration_table(p: ModelParams, reference: ModelParams | None = None) -> pd.DataFrame:
+    """One row per parameter: value, the paper-only value, origin and source text."""
+    ref = _flat_params(reference) if reference else {}
+    rows = []
+    for key, v in _flat_params(p).items():
+        src = _source_for(key, p.sources)
+        rows.append(
+            {
+                "platform": p.platform,
+                "parameter": key,
+                "value": v,
+                "paper_value": ref.get(key, np.nan),
+                "origin": _origin(src),
+                "source": src,
+            }
+        )
+    return pd.DataFrame(rows)

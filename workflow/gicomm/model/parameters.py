@@ -124,21 +124,33 @@ PLATFORM_FIELDS = {
 }
 
 
+def _flatten(d: dict[str, Any]) -> dict[str, Any]:
+    """Scalar fields of a nested dict, breadth first (the shallowest occurrence of a key wins)."""
+    flat: dict[str, Any] = {}
+    level = [d]
+    while level:
+        nxt: list[dict[str, Any]] = []
+        for node in level:
+            for k, v in node.items():
+                if isinstance(v, dict):
+                    nxt.append(v)
+                elif k not in flat:
+                    flat[k] = v
+        level = nxt
+    return flat
+
+
 def apply_platform(params: ModelParams, platform: dict[str, Any]) -> ModelParams:
     """A copy of ``params`` adjusted by the fields of a platform config (see PLATFORM_FIELDS).
 
-    Unknown fields are ignored; nested ``gpu: {sm_clock_mhz}`` / ``nic: {...}`` forms are accepted.
+    The fields may sit at any depth (e.g. ``platform_spec: {model: {sm_clock_mhz: 1755}}``);
+    unknown fields are ignored. The platform label is ``paper_name`` or ``platform``.
     """
-    flat: dict[str, Any] = {}
-    for k, v in platform.items():
-        if isinstance(v, dict):
-            for k2, v2 in v.items():
-                flat.setdefault(k2, v2)
-        else:
-            flat[k] = v
+    flat = _flatten(platform)
     out = ModelParams.from_dict(params.to_dict())
-    if "name" in flat:
-        out.platform = str(flat["name"])
+    label = flat.get("paper_name") or flat.get("platform")
+    if label:
+        out.platform = str(label)
     if flat.get("sm_clock_mhz"):
         out.sm_clock_mhz = float(flat["sm_clock_mhz"])
         out.sources["sm_clock_mhz"] = "platform config"
@@ -148,8 +160,7 @@ def apply_platform(params: ModelParams, platform: dict[str, Any]) -> ModelParams
         out.nic.t_fetch_ns *= scale
         out.sources["nic.t_wqe_ns"] = "platform config nic_ceiling_mmsg"
     if flat.get("nic_context_cache_entries"):
-        out.nic.cache_sets = max(
-            1, round(float(flat["nic_context_cache_entries"]) / out.nic.cache_ways)
-        )
+        entries = float(flat["nic_context_cache_entries"])
+        out.nic.cache_sets = max(1, round(entries / out.nic.cache_ways))
         out.sources["nic.cache_sets"] = "platform config nic_context_cache_entries"
     return out

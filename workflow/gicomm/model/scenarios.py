@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gicomm.model import engine as E
 from gicomm.model.parameters import ModelParams, PathParams
 from gicomm.model.topology import Producer, SimResult, Topology
-from gicomm.model import engine as E
 
 ASSUME_BG_CTAS = 64  # Table 11: background CTAs
 ASSUME_GDAKI_SHARED_POOL = 32  # NCCL GIN context pool when the probe shares (65 = reserved)
@@ -34,18 +34,27 @@ def _tail(p: ModelParams, path: PathParams, state: str = "cold") -> float:
     return max(t, 0.0)
 
 
-def _probe(p: ModelParams, path: PathParams, q: int, n: int, start: float, tail_extra: float = 0.0
-           ) -> Producer:  # fmt: skip
+def _probe(
+    p: ModelParams, path: PathParams, q: int, n: int, start: float, tail_extra: float = 0.0
+) -> Producer:
     ring = path.ring_cost(p.sm_clock_mhz) if path.kind == "gpu" else 0.0
     ring = min(ring, path.issue_ns)
     return Producer(
-        q0=q, t_build=path.issue_ns - ring, t_ring=ring, tail=_tail(p, path) + tail_extra,
-        nmsg=n, batch=1, window=1, probe=True, start=start,
-    )  # fmt: skip
+        q0=q,
+        t_build=path.issue_ns - ring,
+        t_ring=ring,
+        tail=_tail(p, path) + tail_extra,
+        nmsg=n,
+        batch=1,
+        window=1,
+        probe=True,
+        start=start,
+    )
 
 
-def _proxy_topology(p: ModelParams, path: PathParams, rings: int, workers: int, state: str
-                    ) -> tuple[Topology, int]:  # fmt: skip
+def _proxy_topology(
+    p: ModelParams, path: PathParams, rings: int, workers: int, state: str
+) -> tuple[Topology, int]:
     """Rings 0..rings-1 (split evenly over workers), one NIC queue per worker."""
     topo = Topology()
     first = len(topo.queues)
@@ -56,9 +65,13 @@ def _proxy_topology(p: ModelParams, path: PathParams, rings: int, workers: int, 
         qp = topo.add_queue(path.worker_qp_depth)
         r0 = w * per
         topo.add_worker(
-            r0, min(per, rings - r0), qp, path.worker_bmax,
-            path.worker_t0_ns[state], path.worker_tper_ns[state],
-        )  # fmt: skip
+            r0,
+            min(per, rings - r0),
+            qp,
+            path.worker_bmax,
+            path.worker_t0_ns[state],
+            path.worker_tper_ns[state],
+        )
     return topo, first
 
 
@@ -69,8 +82,9 @@ class OneOp:
     rtt_us: float
 
 
-def single_op(p: ModelParams, path_name: str, *, qps_polled: int = 1, state: str = "cold",
-              n: int = 50) -> OneOp:  # fmt: skip
+def single_op(
+    p: ModelParams, path_name: str, *, qps_polled: int = 1, state: str = "cold", n: int = 50
+) -> OneOp:
     """One thread, one outstanding op. ``qps_polled`` > 1 models an all-QP quiet."""
     path = p.path(path_name)
     extra = p.poll_per_qp_ns * (qps_polled - 1)
@@ -103,7 +117,7 @@ def message_rate(
     sm_clock_mhz: float | None = None,
     seed: int = 1,
 ) -> float:
-    """GPU-initiated 8 B message rate (Mmsg/s): thread t posts to QP t % qps, ``batch`` per doorbell."""
+    """GPU 8 B message rate (Mmsg/s); thread t posts ``batch`` WQEs per doorbell to QP t % qps."""
     path = p.path(path_name)
     f = sm_clock_mhz or p.sm_clock_mhz
     topo = Topology()
@@ -112,10 +126,17 @@ def message_rate(
     window = max(path.queue_depth // per_qp, batch)
     nmsg = max(msgs // threads, 4 * batch)
     for t in range(threads):
-        topo.add(Producer(
-            q0=q0 + t % qps, t_build=path.build_cost(f), t_ring=path.ring_cost(f),
-            tail=_tail(p, path), nmsg=nmsg, batch=batch, window=window,
-        ))  # fmt: skip
+        topo.add(
+            Producer(
+                q0=q0 + t % qps,
+                t_build=path.build_cost(f),
+                t_ring=path.ring_cost(f),
+                tail=_tail(p, path),
+                nmsg=nmsg,
+                batch=batch,
+                window=window,
+            )
+        )
     return topo.run(p.nic, seed=seed).rate_mmsg()
 
 
@@ -134,10 +155,16 @@ def proxy_rate(
     path.worker_bmax = batch
     topo, r0 = _proxy_topology(p, path, rings, workers, state)
     for i in range(producers):
-        topo.add(Producer(
-            q0=r0 + i % rings, t_build=path.build_cost(p.sm_clock_mhz), t_ring=0.0,
-            tail=_tail(p, path), nmsg=max(msgs // producers, 1), window=path.queue_depth,
-        ))  # fmt: skip
+        topo.add(
+            Producer(
+                q0=r0 + i % rings,
+                t_build=path.build_cost(p.sm_clock_mhz),
+                t_ring=0.0,
+                tail=_tail(p, path),
+                nmsg=max(msgs // producers, 1),
+                window=path.queue_depth,
+            )
+        )
     return topo.run(p.nic).rate_mmsg()
 
 
@@ -186,11 +213,17 @@ def loaded_rtt(
         start = 3_000_000.0
         total = bg_msgs or 1_500_000
     for q in bg_q:
-        topo.add(Producer(
-            q0=q, t_build=path.build_cost(f),
-            t_ring=path.ring_cost(f) if path.kind == "gpu" else 0.0,
-            tail=_tail(p, path), nmsg=total // bg_ctas, window=path.queue_depth, pace=bg_pace_ns,
-        ))  # fmt: skip
+        topo.add(
+            Producer(
+                q0=q,
+                t_build=path.build_cost(f),
+                t_ring=path.ring_cost(f) if path.kind == "gpu" else 0.0,
+                tail=_tail(p, path),
+                nmsg=total // bg_ctas,
+                window=path.queue_depth,
+                pace=bg_pace_ns,
+            )
+        )
     topo.add(_probe(p, path, probe_q, probes, start))
     res = topo.run(p.nic)
     lat = res.probe_latencies(0.25)
@@ -254,10 +287,19 @@ def connection_scaling(
             first, count = q0 + i * per, per if i < producers - 1 else n - i * per
         else:
             first, count = q0 + i % n, 1
-        topo.add(Producer(
-            q0=first, nq=count, t_build=path.build_cost(f), t_ring=path.ring_cost(f),
-            tail=_tail(p, path), nmsg=nmsg, batch=batch, visit=writes_per_visit,
-            window=ASSUME_F10_QP_DEPTH, random_order=random_order,
-        ))  # fmt: skip
+        topo.add(
+            Producer(
+                q0=first,
+                nq=count,
+                t_build=path.build_cost(f),
+                t_ring=path.ring_cost(f),
+                tail=_tail(p, path),
+                nmsg=nmsg,
+                batch=batch,
+                visit=writes_per_visit,
+                window=ASSUME_F10_QP_DEPTH,
+                random_order=random_order,
+            )
+        )
     res = topo.run(p.nic, bidirectional=bidirectional)
     return ConnPoint(n, res.rate_mmsg(0.5, 0.95), res.miss_rate())

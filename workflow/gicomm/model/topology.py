@@ -136,7 +136,7 @@ class SimResult:
     def rate_mmsg(
         self, lo: float = 0.3, hi: float = 0.9, producers: np.ndarray | None = None
     ) -> float:
-        """Steady-state completion rate (Mmsg/s) between the ``lo`` and ``hi`` completion quantiles."""
+        """Steady-state completion rate (Mmsg/s) between the ``lo`` and ``hi`` quantiles."""
         done = self.m_done
         if producers is not None:
             done = done[np.isin(self.m_prod, producers)]

@@ -1,0 +1,192 @@
+"""Prediction sweeps for a platform: one long table, one row per predicted number.
+
+Columns: ``sweep`` (msg_rate | loaded_rtt | connections | one_op), ``path``, the sweep
+coordinates (``threads``, ``qps``, ``batch``, ``bg_ctas``, ``mode``, ``connections``,
+``traffic``, ``clock_state``), ``metric``, ``value``, ``unit`` and ``platform``. Coordinates a
+sweep does not use are empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from gicomm.model import scenarios as S
+from gicomm.model.calibrate import from_paper
+from gicomm.model.parameters import ModelParams, apply_platform
+
+THREADS = (1, 4, 16, 64, 256, 1024)
+QPS = (1, 4, 16, 64)
+BATCHES = (1, 4, 16, 32)
+BG_CTAS = (0, 1, 2, 4, 8, 16, 32, 64)
+CONNECTIONS = (16, 64, 256, 1024, 1350, 2048, 3000, 4096, 8192, 16384, 32768, 65536, 100_000)
+QUICK = {
+    "threads": (1, 16, 64),
+    "qps": (1, 16),
+    "batches": (1, 16),
+    "bg_ctas": (0, 8, 64),
+    "connections": (64, 1350, 3000, 8192),
+}
+
+PAPER_PLATFORMS = {"h200": "P-IB", "b200": "P-RoCE", "h100": "P-H100", "gb200": "P-GB200"}
+
+
+def base_params(platform: dict[str, Any] | None) -> ModelParams:
+    """Paper-calibrated parameters for the paper platform a config names (P-IB otherwise)."""
+    platform = platform or {}
+    spec = platform.get("platform_spec", platform)
+    name = str(spec.get("paper_name") or PAPER_PLATFORMS.get(str(platform.get("platform")), "P-IB"))
+    return from_paper(name if name in ("P-IB", "P-H100") else "P-IB")
+
+
+def _row(
+    sweep: str, path: str, metric: str, value: float, unit: str, **coords: Any
+) -> dict[str, Any]:
+    return {"sweep": sweep, "path": path, **coords, "metric": metric, "value": value, "unit": unit}
+
+
+def sweep_msg_rate(
+    p: ModelParams, threads: Iterable[int], qps: Iterable[int], batches: Iterable[int]
+) -> list[dict[str, Any]]:
+    rows = []
+    for q in qps:
+        for t in threads:
+            if t < q:
+                continue
+            for b in batches:
+                rate = S.message_rate(p, threads=t, qps=q, batch=b, msgs=max(100_000, 64 * t))
+                rows.append(
+                    _row(
+                        "msg_rate",
+                        "mini-gda",
+                        "msg_rate",
+                        rate,
+                        "Mmsg/s",
+                        threads=t,
+                        qps=q,
+                        batch=b,
+                    )
+                )
+    return rows
+
+
+def sweep_loaded_rtt(
+    p: ModelParams, bg_ctas: Iterable[int], probes: int = 16
+) -> list[dict[str, Any]]:
+    rows = []
+    for path in ("gdaki", "mini-proxy"):
+        for mode in ("shared", "reserved"):
+            for n in bg_ctas:
+                if n == 0:
+                    one = S.single_op(p, path)
+                    rtt, carried = one.rtt_us, 0.0
+                else:
+                    r = S.loaded_rtt(p, path, mode, bg_ctas=n, probes=probes)
+                    rtt, carried = r.rtt_p50_us, r.carried_mmsg
+                rows.append(_row("loaded_rtt", path, "rtt_p50", rtt, "us", bg_ctas=n, mode=mode))
+                rows.append(
+                    _row(
+                        "loaded_rtt", path, "carried_load", carried, "Mmsg/s", bg_ctas=n, mode=mode
+                    )
+                )
+    return rows
+
+
+def sweep_connections(p: ModelParams, connections: Iterable[int]) -> list[dict[str, Any]]:
+    rows = []
+    for traffic, bidir in (("send_only", False), ("send_recv", True)):
+        for n in connections:
+            r = S.connection_scaling(p, n, bidirectional=bidir)
+            rows.append(
+                _row(
+                    "connections",
+                    "mini-gda",
+                    "msg_rate",
+                    r.rate_mmsg,
+                    "Mmsg/s",
+                    connections=n,
+                    traffic=traffic,
+                )
+            )
+            rows.append(
+                _row(
+                    "connections",
+                    "mini-gda",
+                    "context_miss_rate",
+                    r.miss_rate,
+                    "ratio",
+                    connections=n,
+                    traffic=traffic,
+                )
+            )
+    return rows
+
+
+def sweep_one_op(p: ModelParams) -> list[dict[str, Any]]:
+    rows = []
+    for path in p.paths:
+        states = ("cold", "warm") if p.paths[path].kind == "proxy" else ("",)
+        for st in states:
+            one = S.single_op(p, path, state=st or "cold")
+            for metric, v in (
+                ("issue", one.issue_us),
+                ("completion", one.completion_us),
+                ("rtt", one.rtt_us),
+            ):
+                rows.append(_row("one_op", path, metric, v, "us", clock_state=st))
+    return rows
+
+
+def predict(
+    params: ModelParams | None = None,
+    platform: dict[str, Any] | None = None,
+    *,
+    quick: bool = False,
+) -> pd.DataFrame:
+    """All sweeps for ``platform`` (a config dict, see parameters.PLATFORM_FIELDS).
+
+    ``params`` (e.g. calibrated from a campaign) override the paper calibration; the platform's
+    fields are applied on top. ``quick`` runs a small subset (tests).
+    """
+    p = params or base_params(platform)
+    if platform:
+        p = apply_platform(p, platform)
+    g = (
+        QUICK
+        if quick
+        else {
+            "threads": THREADS,
+            "qps": QPS,
+            "batches": BATCHES,
+            "bg_ctas": BG_CTAS,
+            "connections": CONNECTIONS,
+        }
+    )
+    rows = sweep_one_op(p)
+    rows += sweep_msg_rate(p, g["threads"], g["qps"], g["batches"])
+    rows += sweep_loaded_rtt(p, g["bg_ctas"], probes=8 if quick else 16)
+    rows += sweep_connections(p, g["connections"])
+    df = pd.DataFrame(rows)
+    for col in ("threads", "qps", "batch", "bg_ctas", "connections"):
+        if col in df:
+            df[col] = df[col].astype("Int64")
+    df["platform"] = p.platform
+    cols = [
+        "platform",
+        "sweep",
+        "path",
+        "threads",
+        "qps",
+        "batch",
+        "bg_ctas",
+        "mode",
+        "connections",
+        "traffic",
+        "clock_state",
+        "metric",
+        "value",
+        "unit",
+    ]
+    return df.reindex(columns=cols)

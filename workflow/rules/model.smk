@@ -1,0 +1,45 @@
+# Performance model (issue 9): calibrate from the campaign's tidy records (paper numbers where a
+# campaign has none), predict the platform's sweeps, and validate the paper-calibrated model
+# against the paper's other headline numbers. Logic in workflow/gicomm/model; docs/model.md.
+
+
+rule model_calibrate:
+    input:
+        records="results/{campaign}/tidy/records.csv",
+    output:
+        params="results/{campaign}/model/params.json",
+        table="results/{campaign}/model/calibration.csv",
+    params:
+        platform=lambda w: config.get("platform_spec") or {"platform": config.get("platform")},
+    log:
+        "results/{campaign}/logs/model_calibrate.log",
+    conda:
+        "../../envs/model.yaml"
+    script:
+        "../scripts/model_calibrate.py"
+
+
+rule model_predict:
+    input:
+        params="results/{campaign}/model/params.json",
+    output:
+        "results/{campaign}/model/predictions.csv",
+    params:
+        platform=lambda w: config.get("platform_spec") or {"platform": config.get("platform")},
+    log:
+        "results/{campaign}/logs/model_predict.log",
+    conda:
+        "../../envs/model.yaml"
+    script:
+        "../scripts/model_predict.py"
+
+
+rule model_validate:
+    output:
+        "results/{campaign}/model/validation.csv",
+    log:
+        "results/{campaign}/logs/model_validate.log",
+    conda:
+        "../../envs/model.yaml"
+    script:
+        "../scripts/model_validate.py"
