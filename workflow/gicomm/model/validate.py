@@ -26,6 +26,17 @@ TOL_BLOWUP_FACTOR = 2.5  # shared/reserved ratio: within x2.5
 TOL_LOSS_PTS = 12.0  # Fig 10 loss: +-12 percentage points
 TOL_CAL_REL = 0.02  # calibration inputs reproduced within 2 %
 
+# Checks the model fails, with the reason (docs/model.md, "Where the model fails"). Tests assert
+# that every other check passes, so a change that breaks a passing check is noticed.
+KNOWN_GAPS: dict[str, str] = {
+    "msg rate 32 thr x 32 QPs x 1 SMs, 16 WQEs/doorbell": "no per-SM issue contention modelled",
+    "msg rate 64 thr x 64 QPs x 1 SMs, 16 WQEs/doorbell": "no per-SM issue contention modelled",
+    "loaded RTT gdaki reserved": "NIC arbitration delay over-predicted (+32 %)",
+    "loaded RTT mini-proxy reserved": "private-ring probe delay (115 us) has no modelled cause",
+    "shared/reserved blow-up mini-proxy": "follows from the reserved-ring gap",
+    "all-to-all loss at 3000 connections (vs 256)": "peer-count effect beyond the two-node fit",
+}
+
 
 @dataclass
 class Check:
