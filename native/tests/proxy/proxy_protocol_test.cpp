@@ -158,10 +158,10 @@ void run_stress(bool tuned, uint32_t rings, uint32_t per_ring, uint32_t workers,
       TunedProducer tp{0, 0};
       WaitError we{};
       for (uint64_t i = 0; i < per_producer; ++i) {
-        const uint64_t deadline = now_ns() + 20 * kSec;
+        const uint64_t timeout = 20 * kSec;
         const uint32_t info = make_info(Op::write_inline, v.id, false);
-        const uint64_t t = tuned ? enqueue_tuned(v, tp, encode(p, i), info, deadline, &we)
-                                 : enqueue_baseline(v, encode(p, i), info, deadline, &we);
+        const uint64_t t = tuned ? enqueue_tuned(v, tp, encode(p, i), info, timeout, &we)
+                                 : enqueue_baseline(v, encode(p, i), info, timeout, &we);
         if (t == ~0ull) {
           std::fprintf(stderr, "producer %u: ring %u full: head %llu, waiting for %llu\n", p, we.ring,
                        (unsigned long long)we.seen, (unsigned long long)we.expected);
@@ -213,7 +213,7 @@ void test_drain_without_targets() {
   std::vector<TunedProducer> tp(3, TunedProducer{0, 0});
   for (uint32_t r = 0; r < 3; ++r)
     for (uint64_t i = 0; i < 8; ++i)
-      CHECK(enqueue_tuned(rs.views[r], tp[r], encode(r, i), 0, now_ns() + kSec, nullptr) == i);
+      CHECK(enqueue_tuned(rs.views[r], tp[r], encode(r, i), 0, kSec, nullptr) == i);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(rs.counters[0].head == 0);  // parked workers really are idle
   CHECK_MSG(pool->stop(nullptr, 10 * kSec, &err), "%s", err.c_str());

@@ -83,8 +83,8 @@ void test_writes(bool tuned, uint32_t rings, uint32_t workers, uint32_t batch) {
         const bool ptr = i % 7 == 3;
         const uint64_t v = ptr ? ((8ull << 40) | (8 * (i % 4096))) : value_of(r, i);
         const uint32_t info = make_info(ptr ? Op::write : Op::write_inline, slot, false);
-        const uint64_t t = tuned ? enqueue_tuned(s.views[r], tp, v, info, now_ns() + 20 * kSec, nullptr)
-                                 : enqueue_baseline(s.views[r], v, info, now_ns() + 20 * kSec, nullptr);
+        const uint64_t t = tuned ? enqueue_tuned(s.views[r], tp, v, info, 20 * kSec, nullptr)
+                                 : enqueue_baseline(s.views[r], v, info, 20 * kSec, nullptr);
         CHECK(t == i);
       }
     });

@@ -1,0 +1,59 @@
+// GPU producers of the mini-proxy benchmark: kernels that enqueue 8-byte inline RDMA-write requests
+// into host-memory rings with the shared ring protocol (gicomm/proxy/ring.h) and wait for their
+// completion. Host-callable launchers; the kernels live in gpu_producer.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gicomm/proxy/ring.h"
+
+namespace gicomm {
+namespace proxy_bench {
+
+// First GPU-side failure, written by the failing thread into mapped host memory.
+struct DeviceError {
+  uint32_t flag;      // 1 once written
+  uint32_t ring;
+  uint32_t what;      // proxy::kWaitRingFull or proxy::kWaitCompletion
+  uint32_t op;        // index of the operation within the launch
+  uint64_t expected;
+  uint64_t seen;
+};
+
+struct ProducerArgs {
+  proxy::RingView rings[proxy::kMaxRings];  // GPU views: slots/head in mapped host memory,
+                                            // done host- or GPU-resident, reserve in GPU memory
+  proxy::TunedProducer* tuned;   // per ring, GPU memory: producer state carried across launches
+  uint32_t nrings;
+  uint32_t tuned_mode;           // 1: tuned enqueue, 0: baseline
+  uint64_t msgs;                 // operations per ring in this launch (issue mode: measured ops)
+  uint64_t warmup;               // issue mode: unrecorded ops before them
+  uint64_t base;                 // tickets each ring had before this launch
+  uint32_t window;               // destination words per ring
+  uint64_t timeout_ns;           // bound of every GPU wait
+  uint64_t* t_start;             // per ring: %globaltimer at start / end
+  uint64_t* t_end;
+  long long* c_start;            // per ring: clock64 at start / end
+  long long* c_end;
+  uint32_t* issue_cycles;        // issue mode: per measured op, enqueue cost in SM cycles
+  uint32_t* rtt_cycles;          // issue mode: enqueue -> completion seen, SM cycles
+  DeviceError* err;
+};
+
+// The 8 bytes request `index` of `ring` writes; the host checks the destination against it.
+GICOMM_HD uint64_t payload_value(uint32_t ring, uint64_t index) {
+  return (static_cast<uint64_t>(ring + 1) << 48) ^ (index * 0x9E3779B97F4A7C15ull >> 16);
+}
+GICOMM_HD uint32_t payload_slot(uint32_t ring, uint32_t window, uint64_t index) {
+  return ring * window + static_cast<uint32_t>(index % window);
+}
+
+// One thread, ring 0, at most one request outstanding: issue cost and round trip per operation.
+cudaError_t launch_issue(const ProducerArgs& a, cudaStream_t s);
+// One producer thread per ring (one block each), `msgs` requests each, then wait for completion.
+cudaError_t launch_rate(const ProducerArgs& a, cudaStream_t s);
+
+}  // namespace proxy_bench
+}  // namespace gicomm
