@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One device call for the NVLink dissection (issue 6) on a two-GPU machine with no network:
+# record the clocks and topology, find NVSHMEM and NCCL in the image's pip packages, build the three
+# drivers, run every point of config/experiments/nvlink_dissection.yaml in RUNS independent process
+# runs, and leave records and evidence under $OUT.
+#   native/baselines/device_nvlink.sh POINTS.jsonl [RUNS]
+# Never changes clocks or persistence; NVLink multicast stays off.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+points=$1
+runs=${2:-3}
+out=${OUT:-/tmp/gicomm-nvlink-out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+ev="$out/evidence.txt"
+{
+  echo "== date"; date -u
+  echo "== nvidia-smi -L"; nvidia-smi -L
+  echo "== nvidia-smi topo -m"; nvidia-smi topo -m
+  echo "== nvidia-smi -q -d CLOCK (before)"; nvidia-smi -q -d CLOCK
+  echo "== nvcc"; nvcc --version | tail -2
+  echo "== packages"
+  python3 -m pip show nvidia-nvshmem-cu13 nvidia-nccl-cu13 2>/dev/null | grep -E '^(Name|Version|Location)'
+} > "$ev" 2>&1
+nvshmem=$(python3 -c 'import nvidia.nvshmem as m; print(list(m.__path__)[0])' 2>/dev/null)
+nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+echo "nvshmem=$nvshmem nccl=$nccl" >> "$ev"
+bdir=build/device-nvlink
+t0=$(date +%s)
+{
+  cmake -S native -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DGICOMM_CUDA_ARCHS=90 -DGICOMM_WITH_RDMA=OFF \
+    -DGICOMM_NVSHMEM_ROOT="$nvshmem" -DGICOMM_NCCL_ROOT="$nccl" &&
+    cmake --build "$bdir" -j 16 --target gicomm-bench-nvlink gicomm-bench-nvlink-nvshmem gicomm-bench-nvlink-nccl
+} > "$out/build.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then
+  # Another component's CMake failed: build the baselines alone on the shared harness.
+  echo "full configure/build failed ($rc); building the baselines alone" | tee -a "$out/build.log"
+  mkdir -p build/device-nvlink-src
+  cat > build/device-nvlink-src/CMakeLists.txt <<CMK
+cmake_minimum_required(VERSION 3.24)
+project(gicomm_baselines_only LANGUAGES C CXX CUDA)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_ARCHITECTURES 90)
+find_package(CUDAToolkit REQUIRED)
+find_package(Threads REQUIRED)
+set(GICOMM_HAVE_CUDA ON)
+set(GICOMM_HOST_WARNINGS -Wall -Wextra -Werror)
+set(CMAKE_RUNTIME_OUTPUT_DIRECTORY \${CMAKE_BINARY_DIR}/bin)
+add_library(gicomm_headers INTERFACE)
+target_include_directories(gicomm_headers INTERFACE $PWD/native/include)
+add_subdirectory($PWD/native/bench/common bench_common)
+add_subdirectory($PWD/native/baselines baselines)
+CMK
+  bdir=build/device-nvlink-alone
+  { cmake -S build/device-nvlink-src -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
+      -DGICOMM_NVSHMEM_ROOT="$nvshmem" -DGICOMM_NCCL_ROOT="$nccl" &&
+    cmake --build "$bdir" -j 16 --target gicomm-bench-nvlink gicomm-bench-nvlink-nvshmem gicomm-bench-nvlink-nccl
+  } >> "$out/build.log" 2>&1
+  rc=$?
+fi
+echo "build exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$out/build.log"
+ls -la "$bdir/bin" >> "$out/build.log" 2>&1
+for b in "$bdir"/bin/gicomm-bench-nvlink*; do
+  echo "== $b"; cuobjdump --dump-resource-usage "$b" 2>&1 | grep -E 'Function|REG' | grep -E 'caller_kernel|issue_kernel|ping_kernel|REG' | head -40
+done > "$out/resource_usage.txt" 2>&1
+for r in $(seq 0 $((runs - 1))); do
+  t0=$(date +%s)
+  timeout 150 "$bdir/bin/gicomm-bench-nvlink" --experiment nvlink_dissection --points "$points" \
+    --out "$out/run$r.jsonl" --campaign h200x2-2026-11-30 --host h200x2 --platform h200 --run-index "$r" \
+    --provenance-id h200x2-2026-11-30 --warmup 200 --iters 2000 --timeout-ms 2000 >> "$out/driver.log" 2>&1
+  echo "run $r exit $? after $(( $(date +%s) - t0 )) s" | tee -a "$out/driver.log"
+done
+{ echo "== nvidia-smi -q -d CLOCK (after)"; nvidia-smi -q -d CLOCK; } >> "$ev" 2>&1
+grep -h '\[gicomm\]' "$out/driver.log" | tail -20

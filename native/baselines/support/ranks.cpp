@@ -1,0 +1,279 @@
+// See ranks.h.
+#include "support/ranks.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+namespace gicomm::baselines {
+
+namespace {
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    return code == 0 ? std::string() : "exited with code " + std::to_string(code);
+  }
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status));
+  return "ended abnormally";
+}
+
+std::string make_rendezvous_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/gicomm-rdv-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + tmpl + ": " + std::strerror(errno));
+  return std::string(buf.data());
+}
+
+void remove_rendezvous_dir(const std::string& dir) {
+  // Only files this job wrote live there (flat).
+  for (const char* name : {"nvshmem_uid", "nccl_uid", "nvshmem_uid.tmp", "nccl_uid.tmp", "missing", "missing.tmp", "error0", "error0.tmp",
+                           "error1", "error1.tmp"})
+    ::unlink((dir + "/" + name).c_str());
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
+std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankContext& base,
+                                   const std::function<int(RankContext&)>& body) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nranks; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+    if (pid == 0) {
+      RankContext ctx = base;
+      ctx.rank = r;
+      ctx.nranks = nranks;
+      int code = 1;
+      try {
+        code = body(ctx);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "[gicomm] rank %d: %s\n", r, e.what());
+        const std::string text = e.what();
+        try {
+          publish_blob(ctx, "error" + std::to_string(r), text.data(), text.size());
+        } catch (const std::exception&) {
+        }
+        code = 1;
+      }
+      std::fflush(stderr);
+      std::fflush(stdout);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<std::string> outcome(nranks, "still running");
+  std::vector<bool> reaped(nranks, false);
+  const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(deadline_s);
+  int left = nranks;
+  while (left > 0) {
+    bool progressed = false;
+    for (int r = 0; r < nranks; ++r) {
+      if (reaped[r]) continue;
+      int status = 0;
+      const pid_t got = ::waitpid(pids[r], &status, WNOHANG);
+      if (got == pids[r]) {
+        reaped[r] = true;
+        outcome[r] = describe_status(status);
+        --left;
+        progressed = true;
+        // One rank failing leaves its partner waiting on it: give the partner a short grace.
+        if (!outcome[r].empty()) {
+          const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          for (int q = 0; q < nranks; ++q) {
+            if (reaped[q]) continue;
+            while (std::chrono::steady_clock::now() < grace) {
+              if (::waitpid(pids[q], &status, WNOHANG) == pids[q]) {
+                reaped[q] = true;
+                outcome[q] = describe_status(status);
+                --left;
+                break;
+              }
+              std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+            if (!reaped[q]) {
+              ::kill(pids[q], SIGKILL);
+              ::waitpid(pids[q], &status, 0);
+              reaped[q] = true;
+              outcome[q] = "killed after its partner rank " + std::to_string(r) + " " + outcome[r];
+              --left;
+            }
+          }
+        }
+      }
+    }
+    if (left == 0) break;
+    if (std::chrono::steady_clock::now() > t_end) {
+      for (int r = 0; r < nranks; ++r) {
+        if (reaped[r]) continue;
+        int status = 0;
+        ::kill(pids[r], SIGKILL);
+        ::waitpid(pids[r], &status, 0);
+        reaped[r] = true;
+        outcome[r] = "killed after the job deadline of " + std::to_string(static_cast<int>(deadline_s)) + " s";
+      }
+      break;
+    }
+    if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return outcome;
+}
+
+void publish_blob(const RankContext& ctx, const std::string& name, const void* data, size_t size) {
+  const std::string path = ctx.rendezvous_dir + "/" + name;
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + std::strerror(errno));
+  const ssize_t n = ::write(fd, data, size);
+  ::fsync(fd);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(size)) throw std::runtime_error("short write to " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot rename " + tmp + ": " + std::strerror(errno));
+}
+
+void fetch_blob(const RankContext& ctx, const std::string& name, void* data, size_t size, int timeout_ms) {
+  const std::string path = ctx.rendezvous_dir + "/" + name;
+  const auto t_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd >= 0) {
+      const ssize_t n = ::read(fd, data, size);
+      ::close(fd);
+      if (n == static_cast<ssize_t>(size)) return;
+      throw std::runtime_error("short read from " + path);
+    }
+    if (std::chrono::steady_clock::now() > t_end)
+      throw std::runtime_error("rank " + std::to_string(ctx.rank) + ": no " + name + " from rank 0 within " +
+                               std::to_string(timeout_ms) + " ms (" + path + ")");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+int hardware_missing(const RankContext& ctx, const std::string& reason) {
+  std::fprintf(stderr, "%s: %s\n", ctx.info.program.c_str(), reason.c_str());
+  try {
+    publish_blob(ctx, "missing", reason.data(), reason.size());
+  } catch (const std::exception&) {
+  }
+  return 3;
+}
+
+void write_point(const RankContext& ctx, const Point& p, const std::vector<Record>& records) {
+  std::string lines;
+  for (const Record& r : records) lines += gicomm::bench::record_to_json(r, ctx.options, ctx.info, p) + "\n";
+  if (!lines.empty()) gicomm::bench::append_lines_atomically(ctx.options.out_path, lines);
+}
+
+std::vector<Record> status_records(const std::vector<std::string>& metrics, const std::string& status,
+                                   const std::string& why) {
+  std::vector<Record> out;
+  for (const auto& m : metrics) {
+    Record r;
+    r.metric = m;
+    r.unit = "";
+    r.status = status;
+    r.error = why;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<Point> select_points(const std::vector<Point>& all, const std::vector<std::string>& transports,
+                                 const std::string& out_path) {
+  std::set<std::string> done;
+  for (auto& id : gicomm::bench::finished_points(out_path)) done.insert(id);
+  std::vector<Point> out;
+  for (const Point& p : all) {
+    const std::string t = p.params.get_string("transport", "");
+    if (std::find(transports.begin(), transports.end(), t) == transports.end()) continue;
+    if (done.count(p.point_id)) continue;
+    out.push_back(p);
+  }
+  return out;
+}
+
+void log_point(const RankContext& ctx, size_t index, const Point& p, const std::string& summary, double secs) {
+  std::fprintf(stderr, "[gicomm] %s point %zu/%zu id=%s %s -> %s (%.2f s)\n", ctx.info.program.c_str(), index,
+               ctx.points.size(), p.point_id.c_str(), p.params.to_text().c_str(), summary.c_str(), secs);
+}
+
+int run_baseline_driver(int argc, char** argv, const DriverInfo& info, const std::vector<std::string>& transports,
+                        int nranks, const std::vector<std::string>& metrics,
+                        const std::function<int(RankContext&)>& body) {
+  RankContext base;
+  base.info = info;
+  std::string error;
+  if (gicomm::bench::parse_options(argc, argv, &base.options, &error) != 0) {
+    std::fprintf(stderr, "%s: %s\n", info.program.c_str(), error.c_str());
+    return 2;
+  }
+  try {
+    base.points = select_points(gicomm::bench::load_points(base.options), transports, base.options.out_path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", info.program.c_str(), e.what());
+    return 2;
+  }
+  if (base.points.empty()) return 0;
+  base.rendezvous_dir = make_rendezvous_dir();
+  // Start-up (library init) plus a generous allowance per point; every GPU wait inside is bounded
+  // by --timeout-ms, so this only catches a wedged process.
+  const double deadline_s = 120.0 + 60.0 * static_cast<double>(base.points.size());
+  std::vector<std::string> outcome;
+  try {
+    outcome = run_ranks(nranks, deadline_s, base, body);
+  } catch (const std::exception& e) {
+    remove_rendezvous_dir(base.rendezvous_dir);
+    std::fprintf(stderr, "%s: %s\n", info.program.c_str(), e.what());
+    return 1;
+  }
+  std::string missing_reason;
+  {
+    std::ifstream f(base.rendezvous_dir + "/missing");
+    std::getline(f, missing_reason);
+  }
+  std::vector<std::string> errors(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    std::ifstream f(base.rendezvous_dir + "/error" + std::to_string(r));
+    std::getline(f, errors[static_cast<size_t>(r)]);
+  }
+  remove_rendezvous_dir(base.rendezvous_dir);
+  std::string why;
+  bool missing_hw = false;
+  for (int r = 0; r < nranks; ++r) {
+    if (outcome[r].empty()) continue;
+    if (outcome[r] == "exited with code 3") missing_hw = true;
+    why += (why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " " + outcome[r];
+    if (!errors[r].empty()) why += " (" + errors[r] + ")";
+  }
+  // Points the ranks did not record: failed (or skipped when the hardware is missing), with why.
+  const auto left = select_points(base.points, transports, base.options.out_path);
+  for (const Point& p : left) {
+    RankContext ctx = base;
+    const std::string status = missing_hw ? "skipped" : "failed";
+    const std::string text = missing_hw ? "not measurable on this host: " + (missing_reason.empty() ? why : missing_reason)
+                                        : (why.empty() ? "rank 0 ended without recording this point" : why);
+    write_point(ctx, p, status_records(metrics, status, text));
+  }
+  return 0;
+}
+
+}  // namespace gicomm::baselines

@@ -1,0 +1,67 @@
+// Process plumbing shared by the baseline harnesses: run a two-rank job as forked children of a
+// parent that never touches CUDA, exchange a small blob (an NVSHMEM or NCCL unique id) through a
+// file, and turn what the ranks left behind into records for the points they did not finish.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/harness.h"
+
+namespace gicomm::baselines {
+
+using gicomm::bench::DriverInfo;
+using gicomm::bench::Options;
+using gicomm::bench::Point;
+using gicomm::bench::Record;
+
+// What the parent hands every rank.
+struct RankContext {
+  int rank = 0;
+  int nranks = 1;
+  std::string rendezvous_dir;  // private temporary directory of this job
+  Options options;
+  DriverInfo info;
+  std::vector<Point> points;  // unfinished points of this transport, in file order
+};
+
+// Runs `body(ctx)` in `nranks` forked children (ctx.rank = 0..nranks-1) and waits for all of them,
+// killing every child once `deadline_s` has passed. Returns a description of how each child ended
+// ("" for exit 0).
+std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankContext& base,
+                                   const std::function<int(RankContext&)>& body);
+
+// Rank 0 publishes `blob` under `name` (write + rename); the others wait for it, at most
+// `timeout_ms`. Throws std::runtime_error on timeout or I/O error.
+void publish_blob(const RankContext& ctx, const std::string& name, const void* data, size_t size);
+void fetch_blob(const RankContext& ctx, const std::string& name, void* data, size_t size, int timeout_ms);
+
+// A rank that finds the hardware or library it needs missing calls this and returns its result
+// (exit code 3); the reason ends up in the skipped records of every point.
+int hardware_missing(const RankContext& ctx, const std::string& reason);
+
+// Appends `records` of one point (whole lines, one write + fsync).
+void write_point(const RankContext& ctx, const Point& p, const std::vector<Record>& records);
+
+// One record per metric with status failed/skipped and `why`.
+std::vector<Record> status_records(const std::vector<std::string>& metrics, const std::string& status,
+                                   const std::string& why);
+
+// The standard entry point of a baseline driver that serves some transports itself:
+// parses the contract's options, selects the unfinished points whose `transport` parameter is in
+// `transports`, runs them with `nranks` ranks through `body`, and records the points that the
+// ranks left unfinished as failed with the reason. Points of other transports are left alone.
+// `metrics` names the metrics a failed/skipped point is reported under.
+int run_baseline_driver(int argc, char** argv, const DriverInfo& info, const std::vector<std::string>& transports,
+                        int nranks, const std::vector<std::string>& metrics,
+                        const std::function<int(RankContext&)>& body);
+
+// Points of `all` whose transport is in `transports` and whose id is not in `out`.
+std::vector<Point> select_points(const std::vector<Point>& all, const std::vector<std::string>& transports,
+                                 const std::string& out_path);
+
+// Logs one progress line in the contract's format.
+void log_point(const RankContext& ctx, size_t index, const Point& p, const std::string& summary, double secs);
+
+}  // namespace gicomm::baselines
