@@ -59,6 +59,59 @@ __global__ void issue_kernel(ProducerArgs a) {
   a.tuned[0] = tp;
 }
 
+// Poll a destination word (host memory, written by the NIC model) until it holds `want`.
+__device__ bool wait_word(const ProducerArgs& a, uint32_t ring, uint32_t slot, uint64_t want, uint64_t op) {
+  const uint64_t* p = a.remote + slot;
+  uint64_t v = proxy::load_acquire_sys(p);
+  if (v == want) return true;
+  const uint64_t start = proxy::now_ns();
+  while (v != want) {
+    if (proxy::now_ns() - start > a.timeout_ns) {
+      proxy::WaitError e{ring, kWaitPayload, want, v};
+      report(a, e, op);
+      return false;
+    }
+    v = proxy::load_acquire_sys(p);
+  }
+  return true;
+}
+
+__global__ void pingpong_kernel(ProducerArgs a) {
+  const uint32_t me = blockIdx.x;  // 0: ping on ring 0, 1: pong on ring 1
+  const proxy::RingView ring = a.rings[me];
+  proxy::TunedProducer tp = a.tuned[me];
+  proxy::WaitError e;
+  a.t_start[me] = proxy::now_ns();
+  a.c_start[me] = clock64();
+  const uint64_t total = a.warmup + a.msgs;
+  for (uint64_t i = 0; i < total; ++i) {
+    const uint64_t index = a.base + i;
+    if (me == 0) {
+      const long long c0 = clock64();
+      if (enqueue(a, ring, tp, 0, index, &e) == ~0ull) {
+        report(a, e, i);
+        break;
+      }
+      const long long c1 = clock64();
+      if (!wait_word(a, 1, payload_slot(1, a.window, index), payload_value(1, index), i)) break;
+      const long long c2 = clock64();
+      if (i >= a.warmup) {
+        a.issue_cycles[i - a.warmup] = static_cast<uint32_t>(c1 - c0);
+        a.rtt_cycles[i - a.warmup] = static_cast<uint32_t>(c2 - c0);
+      }
+    } else {
+      if (!wait_word(a, 0, payload_slot(0, a.window, index), payload_value(0, index), i)) break;
+      if (enqueue(a, ring, tp, 1, index, &e) == ~0ull) {
+        report(a, e, i);
+        break;
+      }
+    }
+  }
+  a.c_end[me] = clock64();
+  a.t_end[me] = proxy::now_ns();
+  a.tuned[me] = tp;
+}
+
 __global__ void rate_kernel(ProducerArgs a) {
   const uint32_t r = blockIdx.x;
   const proxy::RingView ring = a.rings[r];
@@ -84,6 +137,11 @@ __global__ void rate_kernel(ProducerArgs a) {
 
 cudaError_t launch_issue(const ProducerArgs& a, cudaStream_t s) {
   issue_kernel<<<1, 1, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pingpong(const ProducerArgs& a, cudaStream_t s) {
+  pingpong_kernel<<<2, 1, 0, s>>>(a);
   return cudaGetLastError();
 }
 

@@ -16,11 +16,13 @@ namespace proxy_bench {
 struct DeviceError {
   uint32_t flag;      // 1 once written
   uint32_t ring;
-  uint32_t what;      // proxy::kWaitRingFull or proxy::kWaitCompletion
+  uint32_t what;      // proxy::kWaitRingFull, proxy::kWaitCompletion or kWaitPayload
   uint32_t op;        // index of the operation within the launch
   uint64_t expected;
   uint64_t seen;
 };
+
+constexpr uint32_t kWaitPayload = 3;  // pingpong: waiting for a destination word to change
 
 struct ProducerArgs {
   proxy::RingView rings[proxy::kMaxRings];  // GPU views: slots/head in mapped host memory,
@@ -39,6 +41,7 @@ struct ProducerArgs {
   long long* c_end;
   uint32_t* issue_cycles;        // issue mode: per measured op, enqueue cost in SM cycles
   uint32_t* rtt_cycles;          // issue mode: enqueue -> completion seen, SM cycles
+  const uint64_t* remote;        // pingpong: the destination words (mapped host memory)
   DeviceError* err;
 };
 
@@ -52,6 +55,10 @@ GICOMM_HD uint32_t payload_slot(uint32_t ring, uint32_t window, uint64_t index) 
 
 // One thread, ring 0, at most one request outstanding: issue cost and round trip per operation.
 cudaError_t launch_issue(const ProducerArgs& a, cudaStream_t s);
+// Two threads (blocks) on rings 0 and 1: ping writes word i of ring 0's window through the proxy;
+// pong polls that word in host memory, then answers through ring 1; ping polls the answer.
+// rtt_cycles gets the full ping -> pong -> ping time, issue_cycles ping's enqueue cost.
+cudaError_t launch_pingpong(const ProducerArgs& a, cudaStream_t s);
 // One producer thread per ring (one block each), `msgs` requests each, then wait for completion.
 cudaError_t launch_rate(const ProducerArgs& a, cudaStream_t s);
 

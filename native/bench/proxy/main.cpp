@@ -1,10 +1,13 @@
 // gicomm-bench-proxy: mini-proxy benchmark driver (native/bench/README.md is the contract).
 //
 // Point parameters (all optional; defaults in brackets):
-//   mode        issue | rate                          [issue]
+//   mode        issue | pingpong | rate               [issue]
 //     issue: one GPU thread, one ring, at most one request outstanding. Per operation: the enqueue
 //            cost (issue_ns) and the round trip GPU -> ring -> worker -> NIC -> CQE -> worker ->
 //            completion counter -> GPU (completion_ns, the paper's put+completion).
+//     pingpong: two GPU threads, rings 0 and 1: ping writes a word through the proxy, pong polls
+//            it in the destination (host memory), answers through the proxy, ping polls the answer;
+//            rtt_ns per exchange (the paper's RTT, both directions through the proxy).
 //     rate:  one GPU producer per ring sends `msgs` requests, then waits for their completion;
 //            msg_rate = rings * msgs / (last completion seen - first enqueue), Mmsg/s, per launch.
 //   enqueue     baseline | tuned                      [tuned]
@@ -72,7 +75,7 @@ Config parse(const Point& p) {
   c.completion = q.get_string("completion", "host");
   c.state = q.get_string("state", "warm");
   c.workers = static_cast<uint32_t>(q.get_int("workers", 1));
-  c.rings = static_cast<uint32_t>(q.get_int("rings", c.workers));
+  c.rings = static_cast<uint32_t>(q.get_int("rings", c.mode == "pingpong" ? 2 : c.workers));
   c.batch = static_cast<uint32_t>(q.get_int("batch", 1));
   c.capacity = static_cast<uint32_t>(q.get_int("capacity", 1024));
   c.window = static_cast<uint32_t>(q.get_int("window", 64));
@@ -83,11 +86,13 @@ Config parse(const Point& p) {
   c.numa_node = static_cast<int>(q.get_int("numa_node", 0));
   c.msgs = static_cast<uint64_t>(q.get_int("msgs", 20000));
   auto bad = [](const std::string& m) { throw PointFailure("bad parameter: " + m); };
-  if (c.mode != "issue" && c.mode != "rate") bad("mode must be issue or rate, got " + c.mode);
+  if (c.mode != "issue" && c.mode != "pingpong" && c.mode != "rate")
+    bad("mode must be issue, pingpong or rate, got " + c.mode);
   if (c.enqueue != "baseline" && c.enqueue != "tuned") bad("enqueue must be baseline or tuned, got " + c.enqueue);
   if (c.completion != "host" && c.completion != "gpu") bad("completion must be host or gpu, got " + c.completion);
   if (c.state != "cold" && c.state != "warm") bad("state must be cold or warm, got " + c.state);
   if (c.mode == "issue" && (c.rings != 1 || c.workers != 1)) bad("issue mode uses one ring and one worker");
+  if (c.mode == "pingpong" && (c.rings != 2 || c.workers > 2)) bad("pingpong mode uses two rings and 1 or 2 workers");
   if (c.window == 0 || uint64_t(c.window) * c.rings > proxy::kInfoSlotMask) bad("window out of range");
   if (c.nic_threads < 1 || c.nic_threads > 64) bad("nic_threads must be in 1..64");
   if (c.reps < 1 || c.msgs < 1) bad("reps and msgs must be >= 1");
@@ -215,7 +220,8 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
     throw PointFailure("--nic-backend " + nic + " is not served by gicomm-bench-proxy (softnic-cpu, none, verbs)");
   }
   require_gpu();
-  const bool issue = c.mode == "issue";
+  const bool issue = c.mode != "rate";  // issue and pingpong: one op outstanding, per-op samples
+  const bool pingpong = c.mode == "pingpong";
   const bool tuned = c.enqueue == "tuned";
   const uint64_t timeout_ns = uint64_t(o.timeout_ms) * 1000000ull;
 
@@ -227,7 +233,9 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
   DevBuf<long long> c0(c.rings), c1(c.rings);
   DevBuf<proxy::TunedProducer> tuned_state(c.rings);
   DevBuf<uint32_t> issue_cyc(issue ? o.iters : 0), rtt_cyc(issue ? o.iters : 0);
-  std::vector<uint64_t> remote(size_t(c.rings) * c.window, 0);
+  HostBuf<uint64_t> remote_buf(size_t(c.rings) * c.window);  // mapped: pingpong polls it
+  uint64_t* const remote = remote_buf.p;
+  const size_t remote_words = remote_buf.n;
   std::vector<uint64_t> local(512, 0);
 
   std::vector<proxy::RingView> host_views(c.rings);
@@ -256,7 +264,7 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
   std::string err;
   if (nic == "softnic-cpu") {
     softnic.reset(new gicomm::softnic::SoftNic());
-    const auto rmr = softnic->register_mr(remote.data(), remote.size() * 8,
+    const auto rmr = softnic->register_mr(remote, remote_words * 8,
                                           gicomm::softnic::kAccessLocalWrite | gicomm::softnic::kAccessRemoteWrite);
     const auto lmr = softnic->register_mr(local.data(), local.size() * 8, gicomm::softnic::kAccessLocalWrite);
     proxy::SoftnicTarget t;
@@ -271,8 +279,8 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
   } else {
 #if defined(GICOMM_PROXY_WITH_VERBS)
     gicomm::verbs::VerbsConfig vc;
-    vc.remote = remote.data();
-    vc.remote_bytes = remote.size() * 8;
+    vc.remote = remote;
+    vc.remote_bytes = remote_words * 8;
     vc.local = local.data();
     vc.local_bytes = local.size() * 8;
     backend = gicomm::verbs::make_verbs_backend(vc, &err);
@@ -318,6 +326,7 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
   args.issue_cycles = issue_cyc.p;
   args.rtt_cycles = rtt_cyc.p;
   args.err = derr.d;
+  args.remote = remote_buf.d;
   uint64_t base = 0;  // tickets per used ring so far
   const double launch_limit_s = 60.0 + double(o.timeout_ms) / 1000.0 * 4;
 
@@ -325,7 +334,8 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
     args.msgs = msgs;
     args.warmup = warmup;
     args.base = base;
-    CUDA_OR_FAIL(issue ? pb::launch_issue(args, stream) : pb::launch_rate(args, stream));
+    CUDA_OR_FAIL(pingpong ? pb::launch_pingpong(args, stream)
+                          : issue ? pb::launch_issue(args, stream) : pb::launch_rate(args, stream));
     wait_launch(stream, launch_limit_s);
     base += msgs + warmup;
     if (derr.p->flag) {
@@ -414,7 +424,7 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
           const uint64_t last = w + (base - 1 - w) / c.window * c.window;
           want = pb::payload_value(r, last);
         }
-        const uint64_t got = remote[size_t(r) * c.window + w];
+        const uint64_t got = remote[size_t(r) * c.window + w];  // NOLINT: host view of mapped memory
         if (got != want) {
           std::ostringstream m;
           m << "payload check: ring " << r << " word " << w << " holds 0x" << std::hex << got << ", expected 0x" << want;
@@ -448,7 +458,9 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
     r.params = params;
     return r;
   };
-  if (issue) {
+  if (pingpong) {
+    out.push_back(finish(Record::ok("rtt_ns", "ns", gicomm::bench::compute_stats(rtt_ns))));
+  } else if (issue) {
     out.push_back(finish(Record::ok("issue_ns", "ns", gicomm::bench::compute_stats(issue_ns))));
     out.push_back(finish(Record::ok("completion_ns", "ns", gicomm::bench::compute_stats(rtt_ns))));
   } else {
