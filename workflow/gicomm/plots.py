@@ -1,106 +1,414 @@
-"""Figures: one seaborn figure per experiment and campaign, PNG and SVG.
+"""Figures: one seaborn figure per paper figure (3 to 11) and per experiment, per campaign; and
+one comparison figure per experiment across campaigns. PNG and SVG.
 
-Every figure states its units, the SM clock it ran at and the NIC backend, and says plainly when an
-experiment was not measured and why (a figure is always produced, so the report never has a hole).
+Every figure states its units, the SM clock it ran at and the NIC backend, and says plainly when
+its experiment was not measured and why: a figure is always produced, so the report has no hole.
+Values are medians over independent process runs; bands and whiskers span min..max over runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from gicomm import CONFIG_DIR  # noqa: E402
+from gicomm.fits import clock_fit, plateau_power_fit  # noqa: E402
 from gicomm.yamlio import load_yaml  # noqa: E402
 
 PlotFn = Callable[[pd.DataFrame, dict, plt.Figure], None]
-PLOTS: dict[str, PlotFn] = {}
+PLOTS: dict[str, PlotFn] = {}  # per-experiment figure overrides (default: generic_plot)
+DISPLAY_UNIT = {"ns": ("us", 1e-3)}  # latencies are shown in microseconds, as in the paper
+FIGSIZE = (11.5, 4.8)
+
+sns.set_theme(style="whitegrid", context="notebook")
+matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text (searchable, accessible)
 
 
+# ---- shared helpers ---------------------------------------------------------------------------
 def figure_spec(experiment: str) -> dict:
     path = CONFIG_DIR / "experiments" / f"{experiment}.yaml"
     return (load_yaml(path) or {}).get("figure", {}) if path.exists() else {}
 
 
 def clock_label(df: pd.DataFrame) -> str:
-    clocks = df["sm_clock_mhz"].dropna()
+    clocks = pd.to_numeric(df.get("sm_clock_mhz"), errors="coerce").dropna()
     if clocks.empty:
         return "SM clock: n/a (no GPU in this measurement)"
     lo, hi = clocks.min(), clocks.max()
     return f"SM clock {lo:.0f} MHz" if hi - lo < 1 else f"SM clock {lo:.0f}-{hi:.0f} MHz"
 
 
+def backend_label(df: pd.DataFrame) -> str:
+    backends = sorted(df["nic_backend"].dropna().astype(str).unique())
+    text = ", ".join(backends) or "n/a"
+    if any(b.startswith("softnic") for b in backends):
+        text += " (software NIC: model numbers, not real-NIC numbers)"
+    return f"NIC backend: {text}"
+
+
 def subtitle(df: pd.DataFrame) -> str:
-    backends = ", ".join(sorted(df["nic_backend"].dropna().astype(str).unique())) or "n/a"
     hosts = ", ".join(sorted(df["host"].dropna().astype(str).unique()))
-    softnic = (
-        " (software NIC: model numbers, not real-NIC numbers)" if "softnic" in backends else ""
+    return f"host {hosts} | {backend_label(df)} | {clock_label(df)}"
+
+
+def display(d: pd.DataFrame) -> pd.DataFrame:
+    """Add value/lo/hi/disp_unit columns: p50 with min..max over runs, in display units."""
+    d = d.copy()
+    scale = d["unit"].map(lambda u: DISPLAY_UNIT.get(str(u), (str(u), 1.0))[1]).astype(float)
+    d["disp_unit"] = d["unit"].map(lambda u: DISPLAY_UNIT.get(str(u), (str(u), 1.0))[0])
+    lo = d["p50_min"] if "p50_min" in d else d["p50"]
+    hi = d["p50_max"] if "p50_max" in d else d["p50"]
+    d["value"], d["lo"], d["hi"] = d["p50"] * scale, lo * scale, hi * scale
+    if "p99" in d:
+        d["value_p99"] = d["p99"] * scale
+    return d
+
+
+def find_param(d: pd.DataFrame, *names: str) -> str | None:
+    """The first of `names` that is a swept parameter of `d` (as a param_ column)."""
+    for n in names:
+        col = f"param_{n}"
+        if col in d and d[col].notna().any():
+            return col
+    return None
+
+
+def varying_params(d: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
+    return [
+        c
+        for c in d.columns
+        if c.startswith("param_") and c not in exclude and d[c].nunique(dropna=True) > 1
+    ]
+
+
+def series_labels(d: pd.DataFrame, exclude: Sequence[str] = ()) -> pd.Series:
+    """One label per curve: transport, backend (if several) and every other varying parameter."""
+    cols = ["transport"]
+    if d["nic_backend"].nunique() > 1:
+        cols.append("nic_backend")
+    if "cpu_clock_state" in d and d["cpu_clock_state"].nunique() > 1:
+        cols.append("cpu_clock_state")
+    cols += varying_params(d, exclude)
+    if "host" in d and d["host"].nunique() > 1:
+        cols.append("host")
+
+    def label(row: pd.Series) -> str:
+        parts = []
+        for c in cols:
+            v = row[c]
+            if pd.isna(v):
+                continue
+            name = c.removeprefix("param_")
+            parts.append(str(v) if c in ("transport", "nic_backend", "host") else f"{name}={v}")
+        return " ".join(parts)
+
+    return d.apply(label, axis=1) if not d.empty else pd.Series(dtype=str)
+
+
+def lines(ax: plt.Axes, d: pd.DataFrame, x: str, *, logx: bool = False, logy: bool = False) -> None:
+    """p50 against x, one curve per series, with the min..max band over runs."""
+    d = d.copy()
+    d["series"] = series_labels(d, exclude=[x])
+    d[x] = pd.to_numeric(d[x], errors="coerce")
+    d = d.dropna(subset=[x]).sort_values(x)
+    order = sorted(d["series"].unique())
+    palette = dict(zip(order, sns.color_palette(n_colors=max(len(order), 1)), strict=False))
+    sns.lineplot(
+        data=d, x=x, y="value", hue="series", hue_order=order, palette=palette,
+        marker="o", errorbar=None, ax=ax,
+    )  # fmt: skip
+    for s, g in d.groupby("series"):
+        ax.fill_between(g[x], g["lo"], g["hi"], color=palette[s], alpha=0.2, linewidth=0)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(x.removeprefix("param_"))
+    _legend(ax)
+
+
+def bars(ax: plt.Axes, d: pd.DataFrame, category: str | None = None) -> None:
+    """p50 per configuration (transport and varying parameters, or `category`), one hue per NIC
+    backend; whiskers span min..max over runs (the median of lo/p50/hi is the p50 itself)."""
+    d = d.copy()
+    d["config"] = d[category].astype(str) if category else series_labels(d.assign(nic_backend=""))
+    long = d.melt(
+        id_vars=["config", "nic_backend"], value_vars=["lo", "value", "hi"], value_name="y"
     )
-    return f"host {hosts} | NIC backend: {backends}{softnic} | {clock_label(df)}"
+    hue = "nic_backend" if d["nic_backend"].nunique() > 1 else None
+    sns.barplot(data=long, x="config", y="y", hue=hue, estimator="median",
+                errorbar=("pi", 100), ax=ax, err_kws={"linewidth": 1})  # fmt: skip
+    ax.set_xlabel((category or "configuration").removeprefix("param_"))
+    ax.tick_params(axis="x", rotation=20, labelsize=8)
+    _legend(ax)
 
 
-def default_x(df: pd.DataFrame, spec: dict) -> str | None:
-    if spec.get("x") and f"param_{spec['x']}" in df:
-        return f"param_{spec['x']}"
-    varying = [c for c in df.columns if c.startswith("param_") and df[c].nunique(dropna=True) > 1]
-    return varying[0] if varying else None
+def _legend(ax: plt.Axes) -> None:
+    if ax.get_legend() is not None:
+        ax.legend(fontsize=7, title=None, loc="best")
 
 
-def generic_plot(df: pd.DataFrame, spec: dict, fig: plt.Figure) -> None:
-    """p50 (with p99 whiskers where present) of each metric against the swept parameter."""
-    metrics = sorted(df["metric"].unique())
-    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
-    x = default_x(df, spec)
-    hue = (
-        f"param_{spec['hue']}" if spec.get("hue") and f"param_{spec['hue']}" in df else "transport"
-    )
-    for ax, metric in zip(axes, metrics, strict=True):
-        d = df[df["metric"] == metric]
-        unit = d["unit"].iloc[0] if not d.empty else ""
-        if x is None:
-            sns.barplot(data=d, x="transport", y="p50", hue=hue, ax=ax, errorbar=None)
+def ylabel(ax: plt.Axes, d: pd.DataFrame, metric: str, stat: str = "p50") -> None:
+    unit = d["disp_unit"].iloc[0] if not d.empty else ""
+    ax.set_ylabel(f"{metric} {stat} [{unit}]")
+    ax.set_title(metric, fontsize=10)
+
+
+def metric_panels(
+    fig: plt.Figure,
+    d: pd.DataFrame,
+    metrics: Sequence[str],
+    x_names: Sequence[str],
+    *,
+    logx: bool = False,
+    logy: bool = False,
+) -> list[plt.Axes]:
+    """One panel per metric present (in the given order, then any other measured metric)."""
+    present = [m for m in metrics if m in set(d["metric"])]
+    present += sorted(set(d["metric"]) - set(present))
+    axes = fig.subplots(1, len(present), squeeze=False)[0]
+    for ax, metric in zip(axes, present, strict=True):
+        dm = display(d[d["metric"] == metric])
+        x = find_param(dm, *x_names) or (varying_params(dm) or [None])[0]
+        numeric = x is not None and pd.to_numeric(dm[x], errors="coerce").notna().all()
+        if numeric and dm[x].nunique() >= 2:
+            lines(ax, dm, x, logx=logx, logy=logy)
         else:
-            sns.lineplot(data=d, x=x, y="p50", hue=hue, marker="o", ax=ax, errorbar=("pi", 100))
-            ax.set_xlabel(x.removeprefix("param_"))
-            if spec.get("logx"):
-                ax.set_xscale("log", base=2)
-        if spec.get("logy"):
-            ax.set_yscale("log")
-        ax.set_ylabel(f"{metric} p50 [{unit}]")
-        ax.set_title(metric)
+            bars(ax, dm)
+        ylabel(ax, dm, metric)
+    return list(axes)
 
 
-def status_panel(df: pd.DataFrame, fig: plt.Figure) -> None:
-    ax = fig.subplots()
-    ax.axis("off")
-    if df.empty:
-        text = "no records for this experiment in this campaign"
-    else:
-        reasons = df["error"].dropna().astype(str).value_counts()
-        lines = [f"{df['status'].iloc[0]}: {r} ({n} records)" for r, n in reasons.head(6).items()]
-        text = "not measured here\n\n" + "\n".join(lines)
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=10)
+# ---- one function per paper figure --------------------------------------------------------------
+def fig03_inline_payload(d: pd.DataFrame, fig: plt.Figure) -> None:
+    """Issue and put+completion against inline size; message rate at 16 QPs x 16 WQEs/doorbell."""
+    metric_panels(fig, d, ["issue_ns", "completion_ns", "msg_rate"], ["size", "inline_bytes"])
 
 
-def plot_experiment(
-    df: pd.DataFrame, campaign: str, experiment: str, outputs: Sequence[str | Path]
-) -> None:
-    d = df[df["experiment"] == experiment]
-    ok = d[d["status"] == "ok"]
-    fig = plt.figure(figsize=(11, 4.8), layout="constrained")
-    if ok.empty:
-        status_panel(d, fig)
-        fig.suptitle(f"{campaign} / {experiment}")
-    else:
-        PLOTS.get(experiment, generic_plot)(ok, figure_spec(experiment), fig)
-        fig.suptitle(f"{campaign} / {experiment}\n{subtitle(ok)}", fontsize=10)
+def fig04_completion_scope(d: pd.DataFrame, fig: plt.Figure) -> None:
+    """Put+completion against QPs per peer, all-QP against used-QP quiet."""
+    metric_panels(fig, d, ["completion_ns", "rtt_ns"], ["qps_per_peer", "qps"], logx=True)
+
+
+def fig05_sm_clock(d: pd.DataFrame, fig: plt.Figure) -> None:
+    """Issue and completion time against 1/f with the least-squares fit T = C/f + B."""
+    metrics = [m for m in ("issue_ns", "completion_ns") if m in set(d["metric"])]
+    metrics += sorted(set(d["metric"]) - set(metrics))
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    for ax, metric in zip(axes, metrics, strict=True):
+        dm = display(d[d["metric"] == metric])
+        dm["series"] = series_labels(dm, exclude=["param_sm_clock_mhz", "param_sm_clock"])
+        dm["inv_f"] = 1000.0 / dm["sm_clock_mhz"]  # 1/GHz
+        sns.scatterplot(data=dm, x="inv_f", y="value", hue="series", ax=ax)
+        for s, g in dm.groupby("series"):
+            fit = clock_fit(g["sm_clock_mhz"], g["p50"])
+            if fit is None:
+                continue
+            xs = np.linspace(g["inv_f"].min(), g["inv_f"].max(), 20)
+            scale = float(g["value"].iloc[0] / g["p50"].iloc[0]) if g["p50"].iloc[0] else 1.0
+            ax.plot(xs, (fit.c_cycles * xs + fit.b_ns) * scale, "--", linewidth=1)
+            ax.annotate(
+                f"{s}: C={fit.c_cycles:.0f} cyc, B={fit.b_ns / 1000:.2f} us, R2={fit.r2:.3f}",
+                xy=(0.02, 0.95 - 0.07 * list(dm["series"].unique()).index(s)),
+                xycoords="axes fraction", fontsize=7,
+            )  # fmt: skip
+        ax.set_xlabel("1 / SM clock [1/GHz]")
+        ylabel(ax, dm, metric)
+        _legend(ax)
+
+
+def fig06_loaded_rtt(d: pd.DataFrame, fig: plt.Figure) -> None:
+    """RTT p50 against background CTAs, shared against reserved queue; load carried."""
+    metric_panels(fig, d, ["rtt_ns", "msg_rate"], ["bg_ctas", "background_ctas"], logy=True)
+
+
+def fig07_proxy_msgrate(d: pd.DataFrame, fig: plt.Figure) -> None:
+    """Proxy message rate against batch per post, per worker count, cold and warm cores."""
+    metric_panels(fig, d, ["msg_rate", "rtt_ns"], ["batch", "workers"], logx=True)
+
+
+def fig08_goodput(d: pd.DataFrame, fig: plt.Figure) -> None:
+    """Pipelined goodput against payload size."""
+    axes = metric_panels(fig, d, ["goodput", "msg_rate"], ["size"], logx=True)
+    for ax in axes:
+        if ax.get_title() == "goodput":
+            ax.text(0.02, 0.02, "paper: 90% of 24.8 GB/s on P-IB", transform=ax.transAxes,
+                    fontsize=7, color="gray")  # fmt: skip
+
+
+def fig09_kernel_cost(d: pd.DataFrame, fig: plt.Figure) -> None:
+    """Useful-throughput loss of the enclosing kernel, and registers per thread, per transport."""
+    metrics = [
+        m for m in ("throughput_loss_pct", "registers", "occupancy") if m in set(d["metric"])
+    ]
+    metrics += sorted(set(d["metric"]) - set(metrics))
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    for ax, metric in zip(axes, metrics, strict=True):
+        dm = display(d[d["metric"] == metric])
+        bars(ax, dm)
+        ylabel(ax, dm, metric)
+
+
+def fig10_connection_scaling(d: pd.DataFrame, fig: plt.Figure) -> None:
+    """Message rate against active connections, with the plateau-plus-power-law fit."""
+    axes = metric_panels(fig, d, ["msg_rate", "goodput"], ["active_qps", "connections"], logx=True)
+    x = find_param(d, "active_qps", "connections")
+    if x is None:
+        return
+    for ax in axes:
+        dm = display(d[d["metric"] == ax.get_title()])
+        dm["series"] = series_labels(dm, exclude=[x])
+        for i, (s, g) in enumerate(dm.groupby("series")):
+            fit = plateau_power_fit(pd.to_numeric(g[x], errors="coerce"), g["value"])
+            if fit is None:
+                continue
+            xs = np.geomspace(float(g[x].min()), float(g[x].max()), 50)
+            ax.plot(xs, fit.predict(xs), ":", color="black", linewidth=1)
+            ax.annotate(
+                f"{s}: plateau {fit.plateau:.3g}, onset {fit.onset:g}, a={fit.exponent:.2f}",
+                xy=(0.02, 0.05 + 0.07 * i), xycoords="axes fraction", fontsize=7,
+            )  # fmt: skip
+
+
+def fig11_goodput_producers(d: pd.DataFrame, fig: plt.Figure) -> None:
+    """Goodput against size as producer CTAs shrink (16 to 1), and single-op latency."""
+    metric_panels(fig, d, ["goodput", "completion_ns", "rtt_ns"], ["size"], logx=True)
+
+
+@dataclass(frozen=True)
+class PaperFigure:
+    fig_id: str
+    paper_ref: str
+    experiment: str
+    title: str
+    draw: Callable[[pd.DataFrame, plt.Figure], None]
+
+
+_FIGURES = [
+    ("fig03", "Figure 3", "inline_payload", "Inline against pointer payload", fig03_inline_payload),
+    ("fig04", "Figure 4", "completion_scope", "Completion scope", fig04_completion_scope),
+    ("fig05", "Figure 5", "sm_clock", "SM-clock sensitivity", fig05_sm_clock),
+    ("fig06", "Figure 6", "loaded_rtt", "Round trip under load", fig06_loaded_rtt),
+    ("fig07", "Figure 7", "proxy_msgrate", "Proxy message rate", fig07_proxy_msgrate),
+    ("fig08", "Figure 8", "goodput", "Pipelined goodput against payload", fig08_goodput),
+    ("fig09", "Figure 9", "kernel_cost", "Cost to the enclosing kernel", fig09_kernel_cost),
+    ("fig10", "Figure 10", "connection_scaling", "NIC active-connection scaling",
+     fig10_connection_scaling),
+    ("fig11", "Figure 11", "goodput", "Goodput as producer CTAs shrink", fig11_goodput_producers),
+]  # fmt: skip
+PAPER_FIGURES: dict[str, PaperFigure] = {f[0]: PaperFigure(*f) for f in _FIGURES}
+
+
+# ---- drawing and saving -----------------------------------------------------------------------
+def status_text(records: pd.DataFrame, experiment: str) -> str:
+    d = records[records["experiment"] == experiment] if not records.empty else records
+    if d.empty:
+        return (
+            f"{experiment}: not measured in this campaign\n(no records: the experiment was not "
+            "run here, or is not part of this campaign)"
+        )
+    reasons = d["error"].dropna().astype(str).value_counts()
+    lines_ = [f"{r} ({n} records)" for r, n in reasons.head(6).items()]
+    status = "not runnable here" if set(d["status"]) == {"skipped"} else "not measured"
+    return f"{experiment}: {status}\n\n" + "\n".join(lines_)
+
+
+def save(fig: plt.Figure, outputs: Sequence[str | Path]) -> None:
     for out in outputs:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def message_figure(fig: plt.Figure, text: str) -> None:
+    ax = fig.subplots()
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=10)
+
+
+def plot_paper_figure(
+    summary: pd.DataFrame,
+    records: pd.DataFrame,
+    campaign: str,
+    fig_id: str,
+    outputs: Sequence[str | Path],
+) -> None:
+    spec = PAPER_FIGURES[fig_id]
+    d = summary[summary["experiment"] == spec.experiment] if not summary.empty else summary
+    fig = plt.figure(figsize=FIGSIZE, layout="constrained")
+    head = f"{campaign} / {spec.paper_ref}: {spec.title} ({spec.experiment})"
+    if d.empty:
+        message_figure(fig, status_text(records, spec.experiment))
+        fig.suptitle(head, fontsize=10)
+    else:
+        spec.draw(d, fig)
+        fig.suptitle(f"{head}\n{subtitle(d)}", fontsize=9)
+    save(fig, outputs)
+
+
+def generic_plot(df: pd.DataFrame, spec: dict, fig: plt.Figure) -> None:
+    """p50 of each metric against the swept parameter (from a summary table)."""
+    x = [spec["x"]] if spec.get("x") else []
+    metric_panels(fig, df, sorted(df["metric"].unique()), x, logx=bool(spec.get("logx")),
+                  logy=bool(spec.get("logy")))  # fmt: skip
+
+
+def plot_experiment(
+    summary: pd.DataFrame,
+    records: pd.DataFrame,
+    campaign: str,
+    experiment: str,
+    outputs: Sequence[str | Path],
+) -> None:
+    """The experiment's own figure: every metric against its swept parameter."""
+    d = summary[summary["experiment"] == experiment] if not summary.empty else summary
+    fig = plt.figure(figsize=FIGSIZE, layout="constrained")
+    if d.empty:
+        message_figure(fig, status_text(records, experiment))
+        fig.suptitle(f"{campaign} / {experiment}")
+    else:
+        PLOTS.get(experiment, generic_plot)(d, figure_spec(experiment), fig)
+        fig.suptitle(f"{campaign} / {experiment}\n{subtitle(d)}", fontsize=9)
+    save(fig, outputs)
+
+
+def plot_comparison(summary: pd.DataFrame, experiment: str, outputs: Sequence[str | Path]) -> None:
+    """Across campaigns: p50 of each metric per sweep point, one hue per campaign, platform and
+    NIC backend (platform against platform, software NIC against real NIC)."""
+    d = summary[summary["experiment"] == experiment] if not summary.empty else summary
+    fig = plt.figure(figsize=(FIGSIZE[0], 5.5), layout="constrained")
+    if d.empty:
+        message_figure(fig, f"{experiment}: no campaign measured it")
+        fig.suptitle(f"across campaigns / {experiment}")
+        save(fig, outputs)
+        return
+    d = display(d)
+    d["where"] = d["campaign"] + " · " + d["platform"].astype(str) + " · " + d["nic_backend"]
+    d["point"] = series_labels(d.assign(nic_backend="", host=""), exclude=[]).str.slice(0, 40)
+    metrics = sorted(d["metric"].unique())
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    for ax, metric in zip(axes, metrics, strict=True):
+        dm = d[d["metric"] == metric]
+        keep = dm["point"].drop_duplicates().head(24)
+        dm = dm[dm["point"].isin(keep)]
+        dodge = 0.3 if dm["where"].nunique() > 1 else False
+        sns.pointplot(data=dm, x="point", y="value", hue="where", linestyle="none",
+                      dodge=dodge, errorbar=None, ax=ax)  # fmt: skip
+        ax.tick_params(axis="x", rotation=60, labelsize=7)
+        ax.set_xlabel("")
+        ylabel(ax, dm, metric)
+        _legend(ax)
+    fig.suptitle(
+        f"across campaigns / {experiment} | {clock_label(d)} | software-NIC rows are model numbers",
+        fontsize=9,
+    )
+    save(fig, outputs)

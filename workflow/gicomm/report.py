@@ -1,6 +1,15 @@
-"""The HTML report of a campaign: an index (campaign, hosts, provenance, every experiment with its
-status) and one page per experiment (figure, sweep table, status, provenance, the command that
-regenerates it)."""
+"""The HTML report of a campaign, and the report across campaigns.
+
+Campaign report (results/<campaign>/report/):
+  index.html              the claims table (paper value | this campaign | verdict), every paper
+                          experiment with its status, the paper figures and tables, hosts/provenance
+  experiments/<exp>.html  figures, this campaign's tables beside the paper's, claim checks, the
+                          sweep (median, min..max and CI over runs, p99), same-run transport
+                          ratios, clock fits, provenance, and the commands that regenerate it
+  data/<exp>.csv          tidy CSV of every record of the experiment (and claims.csv, summary.csv)
+Across campaigns (results/combined/report/index.html): each claim's verdict per campaign and one
+comparison figure per experiment (platform against platform, software NIC against real NIC).
+"""
 
 from __future__ import annotations
 
@@ -15,10 +24,17 @@ import jinja2
 import pandas as pd
 
 from gicomm import CONFIG_DIR, REPO_ROOT
+from gicomm.claims import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED
 from gicomm.fsutil import write_atomic
+from gicomm.paper import PAPER_EXPERIMENTS
+from gicomm.plots import PAPER_FIGURES
+from gicomm.tables import PAPER_TABLES, paper_table
 from gicomm.yamlio import load_yaml
 
 TEMPLATES = REPO_ROOT / "report" / "templates"
+SWEEP_COLUMNS = ["transport", "nic_backend", "cpu_clock_state", "host", "metric", "unit", "runs",
+                 "p50", "p50_min", "p50_max", "p50_ci_lo", "p50_ci_hi", "p99", "p99_max",
+                 "sm_clock_mhz"]  # fmt: skip
 
 
 @dataclass
@@ -26,20 +42,24 @@ class ExperimentStatus:
     name: str
     title: str
     paper_ref: str
-    status: str  # measured here | archived | not runnable here | failed | no records
+    status: str  # measured here | archived | not runnable here | failed | not in this campaign
     detail: str
     counts: dict[str, int]
 
 
 def experiment_meta(name: str) -> dict[str, Any]:
     path = CONFIG_DIR / "experiments" / f"{name}.yaml"
-    return load_yaml(path) if path.exists() else {"title": name, "paper_ref": ""}
+    meta = load_yaml(path) if path.exists() else {}
+    meta = meta if isinstance(meta, dict) else {}
+    meta.setdefault("title", name.replace("_", " "))
+    meta.setdefault("paper_ref", PAPER_EXPERIMENTS.get(name, ""))
+    return meta
 
 
 def experiment_status(name: str, df: pd.DataFrame, current: bool) -> ExperimentStatus:
     meta = experiment_meta(name)
-    d = df[df["experiment"] == name]
-    counts = {str(k): int(v) for k, v in d["status"].value_counts().items()}
+    d = df[df["experiment"] == name] if not df.empty else df
+    counts = {str(k): int(v) for k, v in d["status"].value_counts().items()} if len(d) else {}
     reasons = "; ".join(
         sorted(d.loc[d["status"] != "ok", "error"].dropna().astype(str).unique())[:3]
     )
@@ -57,10 +77,8 @@ def experiment_status(name: str, df: pd.DataFrame, current: bool) -> ExperimentS
     elif counts.get("skipped"):
         status, detail = "not runnable here", reasons
     else:
-        status, detail = "no records", ""
-    return ExperimentStatus(
-        name, meta.get("title", name), meta.get("paper_ref", ""), status, detail, counts
-    )
+        status, detail = "not in this campaign", "no records: not configured or not run"
+    return ExperimentStatus(name, meta["title"], meta.get("paper_ref", ""), status, detail, counts)
 
 
 def _gpu_line(d: dict[str, Any]) -> str:
@@ -76,7 +94,8 @@ def _nic_line(d: dict[str, Any]) -> str:
 
 def host_summary(hw: dict[str, Any]) -> dict[str, Any]:
     """The probe record of a host, as lines for the report's host section."""
-    cpu, gpus, rdma, git = hw["cpu"], hw.get("gpus", {}), hw.get("rdma", {}), hw.get("git") or {}
+    cpu, gpus = hw.get("cpu") or {}, hw.get("gpus") or {}
+    rdma, git = hw.get("rdma") or {}, hw.get("git") or {}
     numa = len(cpu.get("numa_nodes") or [])
     return {
         "host": hw.get("host"),
@@ -85,11 +104,15 @@ def host_summary(hw: dict[str, Any]) -> dict[str, Any]:
         "date": hw.get("date"),
         "cpu": f"{cpu.get('model')} ({cpu.get('logical_cores')} logical cores, {numa} NUMA "
         f"nodes, governor {cpu.get('governor') or 'n/a'})",
-        "gpus": ", ".join(map(_gpu_line, gpus.get("devices", []))) or gpus.get("note") or "none",
+        "gpus": ", ".join(map(_gpu_line, gpus.get("devices", []) or []))
+        or gpus.get("note")
+        or "none",
         "driver": f"{gpus.get('driver') or 'n/a'} / CUDA "
         f"{gpus.get('cuda_driver_version') or 'n/a'}",
-        "nics": ", ".join(map(_nic_line, rdma.get("devices", []))) or rdma.get("note") or "none",
-        "tools": ", ".join(f"{k} {v}" for k, v in hw.get("tools", {}).items() if v),
+        "nics": ", ".join(map(_nic_line, rdma.get("devices", []) or []))
+        or rdma.get("note")
+        or "none",
+        "tools": ", ".join(f"{k} {v}" for k, v in (hw.get("tools") or {}).items() if v),
         "git": f"{git.get('commit') or 'n/a'}{' (dirty)' if git.get('dirty') else ''}",
         "kernel": hw.get("kernel"),
         "json": html.escape(json.dumps(hw, indent=2)),
@@ -104,49 +127,213 @@ def environment() -> jinja2.Environment:
     )
 
 
-def sweep_table(summary: pd.DataFrame, name: str) -> str:
-    d = summary[summary["experiment"] == name].dropna(axis=1, how="all")
+def frame_html(d: pd.DataFrame, empty: str = "No measured points.") -> str:
     if d.empty:
-        return "<p>No measured points.</p>"
-    d = d.drop(columns=[c for c in ("campaign", "experiment", "point_id") if c in d])
-    d = d.rename(columns=lambda c: c.removeprefix("param_"))
-    return d.to_html(index=False, classes="sweep", float_format=lambda v: f"{v:.4g}", border=0)
+        return f"<p class='empty'>{html.escape(empty)}</p>"
+    return d.to_html(
+        index=False, classes="sweep", border=0, na_rep="",
+        float_format=lambda v: f"{v:.4g}",
+    )  # fmt: skip
 
 
-def render_campaign_report(
-    campaign: str,
-    records_csv: Path,
-    summary_csv: Path,
-    hardware_files: list[Path],
-    figure_files: list[Path],
-    index: Path,
-    current: bool,
-) -> None:
-    df = pd.read_csv(records_csv, low_memory=False)
-    summary = pd.read_csv(summary_csv, low_memory=False)
-    hosts = [host_summary(json.loads(p.read_text())) for p in hardware_files]
-    figures = {p.stem for p in figure_files}
-    names = sorted(figures | set(df["experiment"].dropna().unique()))
-    statuses = [experiment_status(n, df, current) for n in names]
+def sweep_table(summary: pd.DataFrame, name: str) -> str:
+    d = (
+        summary[summary["experiment"] == name].dropna(axis=1, how="all")
+        if len(summary)
+        else summary
+    )
+    if d.empty:
+        return frame_html(d)
+    params = [c for c in d.columns if c.startswith("param_")]
+    cols = [c for c in ["transport", "nic_backend", "cpu_clock_state"] if c in d]
+    cols += params + [c for c in SWEEP_COLUMNS if c in d and c not in cols]
+    d = d[list(dict.fromkeys(cols))].rename(columns=lambda c: c.removeprefix("param_"))
+    return frame_html(d)
+
+
+def _read(path: Path | None) -> pd.DataFrame:
+    if path is None or not Path(path).exists() or Path(path).stat().st_size == 0:
+        return pd.DataFrame()
+    try:
+        return pd.read_csv(path, low_memory=False)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
+    counts = claims["verdict"].value_counts() if not claims.empty else pd.Series(dtype=int)
+    return {v: int(counts.get(v, 0)) for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE)}
+
+
+def claim_rows(claims: pd.DataFrame) -> list[dict[str, Any]]:
+    if claims.empty:
+        return []
+    rows = []
+    for r in claims.fillna("").to_dict("records"):
+        r["paper_text"] = f"{r['paper_value']:g} {r['paper_unit']} ({r['paper_platform']})"
+        r["css"] = str(r["verdict"]).replace(" ", "-")
+        rows.append(r)
+    return rows
+
+
+@dataclass
+class CampaignReport:
+    """Everything a campaign report is rendered from (paths as produced by the pipeline)."""
+
+    campaign: str
+    records_csv: Path
+    summary_csv: Path
+    claims_csv: Path
+    fits_csv: Path
+    ratios_csv: Path
+    tables_dir: Path
+    hardware_files: list[Path]
+    index: Path
+    current: bool
+    combined_index: Path | None = None
+
+
+def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
+    figs = [f"results/{campaign}/report/figures/paper/{f.fig_id}.png"
+            for f in PAPER_FIGURES.values() if f.experiment == name]  # fmt: skip
+    targets = " ".join([f"results/{campaign}/report/figures/{name}.png", *figs])
+    cmds = []
+    if current:
+        cmds.append(
+            f"snakemake --profile profiles/local --config campaign={campaign} "
+            f"'experiments=[\"{name}\"]'"
+        )
+    cmds.append(
+        f"snakemake --profile profiles/local --forcerun aggregate_runs {targets} "
+        f"results/{campaign}/report/index.html"
+    )
+    return cmds
+
+
+def render_campaign_report(r: CampaignReport) -> None:
+    df = _read(r.records_csv)
+    if df.empty:
+        df = pd.DataFrame(columns=["experiment", "status", "error", "provenance_id"])
+    summary, claims = _read(r.summary_csv), _read(r.claims_csv)
+    fits, ratios = _read(r.fits_csv), _read(r.ratios_csv)
+    hosts = [host_summary(json.loads(p.read_text())) for p in r.hardware_files]
+    names = list(PAPER_EXPERIMENTS) + sorted(
+        set(df["experiment"].dropna().astype(str)) - set(PAPER_EXPERIMENTS)
+    )
+    statuses = [experiment_status(n, df, r.current) for n in names]
     env = environment()
-    out = index.parent
-    (out / "experiments").mkdir(parents=True, exist_ok=True)
-    (out / "data").mkdir(parents=True, exist_ok=True)
+    out = r.index.parent
+    for sub in ("experiments", "data"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
     shutil.copyfile(TEMPLATES.parent / "style.css", out / "style.css")
+    claims.to_csv(out / "data" / "claims.csv", index=False)
+    summary.to_csv(out / "data" / "summary.csv", index=False)
+    tables = {}
+    for tab_id, spec in PAPER_TABLES.items():
+        measured = _read(r.tables_dir / f"{tab_id}.csv")
+        tables[tab_id] = {
+            "spec": spec,
+            "measured": frame_html(measured, "Not measured in this campaign."),
+            "paper": frame_html(paper_table(spec)),
+            "csv": f"../tables/{tab_id}.csv",
+        }
     for s in statuses:
         d = df[df["experiment"] == s.name]
         d.to_csv(out / "data" / f"{s.name}.csv", index=False)
+        exp_claims = claims[claims["experiment"] == s.name] if not claims.empty else claims
+        exp_fits = fits[fits["experiment"] == s.name] if not fits.empty else fits
+        exp_ratios = ratios[ratios["experiment"] == s.name] if not ratios.empty else ratios
         page = env.get_template("experiment.html.j2").render(
-            campaign=campaign,
+            campaign=r.campaign,
             exp=s,
             meta=experiment_meta(s.name),
-            has_figure=s.name in figures,
+            figures=[f for f in PAPER_FIGURES.values() if f.experiment == s.name],
+            tables=[t for t in tables.values() if t["spec"].experiment == s.name],
+            claims=claim_rows(exp_claims),
             table=sweep_table(summary, s.name),
+            fits=frame_html(exp_fits.dropna(axis=1, how="all"), "No clock fit (fewer than "
+                            "three SM clocks measured).") if s.name == "sm_clock" else "",
+            ratios=frame_html(exp_ratios.dropna(axis=1, how="all").head(200), "")
+            if not exp_ratios.empty else "",
             provenance=sorted(d["provenance_id"].dropna().astype(str).unique()),
-            current=current,
-        )
+            commands=regenerate_commands(r.campaign, s.name, r.current),
+            current=r.current,
+        )  # fmt: skip
         write_atomic(out / "experiments" / f"{s.name}.html", page)
     page = env.get_template("index.html.j2").render(
-        campaign=campaign, hosts=hosts, experiments=statuses, current=current, n_records=len(df)
+        campaign=r.campaign,
+        hosts=hosts,
+        experiments=statuses,
+        current=r.current,
+        n_records=len(df),
+        claims=claim_rows(claims),
+        counts=verdict_counts(claims),
+        figures=list(PAPER_FIGURES.values()),
+        tables=list(tables.values()),
+        combined=_relative(r.combined_index, out) if r.combined_index else None,
     )
+    write_atomic(r.index, page)
+
+
+def _relative(target: Path, start: Path) -> str:
+    import os
+
+    return os.path.relpath(Path(target).resolve(), Path(start).resolve())
+
+
+def render_combined_report(
+    campaigns: list[str],
+    claims_files: list[Path],
+    summary_files: list[Path],
+    comparison_figures: list[Path],
+    index: Path,
+) -> None:
+    """Across campaigns: verdict of every claim per campaign, and the comparison figures."""
+    out = index.parent
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(TEMPLATES.parent / "style.css", out / "style.css")
+    frames = []
+    for campaign, path in zip(campaigns, claims_files, strict=True):
+        c = _read(path)
+        if not c.empty:
+            frames.append(c.assign(campaign=campaign))
+    claims = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    matrix = []
+    if not claims.empty:
+        for cid, g in claims.groupby("id", sort=False):
+            first = g.iloc[0]
+            cells = {}
+            for _, row in g.iterrows():
+                cells[row["campaign"]] = {
+                    "verdict": row["verdict"],
+                    "css": str(row["verdict"]).replace(" ", "-"),
+                    "text": row["measured_text"] if isinstance(row["measured_text"], str)
+                    and row["measured_text"] else row["reason"],
+                    "backend": row["backend"] if isinstance(row["backend"], str) else "",
+                }  # fmt: skip
+            matrix.append({
+                "id": cid, "claim": first["claim"], "paper_ref": first["paper_ref"],
+                "paper_text": f"{first['paper_value']:g} {first['paper_unit']} "
+                              f"({first['paper_platform']})",
+                "cells": cells,
+            })  # fmt: skip
+    summaries = [s for s in (_read(p) for p in summary_files) if not s.empty]
+    summary = pd.concat(summaries, ignore_index=True) if summaries else pd.DataFrame()
+    summary.to_csv(out / "summary.csv", index=False)
+    platforms = (
+        summary.groupby("campaign")
+        .agg(platform=("platform", lambda s: ", ".join(sorted(set(map(str, s))))),
+             backends=("nic_backend", lambda s: ", ".join(sorted(set(map(str, s))))))
+        .to_dict("index") if not summary.empty else {}
+    )  # fmt: skip
+    page = environment().get_template("combined.html.j2").render(
+        campaign="across campaigns",
+        campaigns=[
+            {"name": c, "link": f"../../{c}/report/index.html",
+             **platforms.get(c, {"platform": "n/a", "backends": "no measurements"})}
+            for c in campaigns
+        ],
+        matrix=matrix,
+        figures=[f"figures/{p.name}" for p in comparison_figures if p.suffix == ".png"],
+    )  # fmt: skip
     write_atomic(index, page)

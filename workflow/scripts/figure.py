@@ -5,9 +5,9 @@ from gicomm.plots import plot_experiment
 from gicomm.smk import logged
 
 with logged(snakemake):
-    df = pd.read_csv(snakemake.input.records, low_memory=False)
     plot_experiment(
-        df,
+        summary=pd.read_csv(snakemake.input.summary, low_memory=False),
+        records=pd.read_csv(snakemake.input.records, low_memory=False),
         campaign=snakemake.wildcards.campaign,
         experiment=snakemake.wildcards.experiment,
         outputs=[snakemake.output.png, snakemake.output.svg],

@@ -2,16 +2,23 @@ from pathlib import Path
 
 import gicomm_path  # noqa: F401
 
-from gicomm.report import render_campaign_report
+from gicomm.report import CampaignReport, render_campaign_report
 from gicomm.smk import logged
 
 with logged(snakemake):
+    i = snakemake.input
     render_campaign_report(
-        campaign=snakemake.wildcards.campaign,
-        records_csv=Path(snakemake.input.records),
-        summary_csv=Path(snakemake.input.summary),
-        hardware_files=[Path(p) for p in snakemake.input.hardware],
-        figure_files=[Path(p) for p in snakemake.input.figures],
-        index=Path(snakemake.output.index),
-        current=snakemake.wildcards.campaign == snakemake.config["campaign"],
+        CampaignReport(
+            campaign=snakemake.wildcards.campaign,
+            records_csv=Path(i.records),
+            summary_csv=Path(i.summary),
+            claims_csv=Path(i.claims),
+            fits_csv=Path(i.fits),
+            ratios_csv=Path(i.ratios),
+            tables_dir=Path(i.tables[0]).parent,
+            hardware_files=[Path(p) for p in i.hardware],
+            index=Path(snakemake.output.index),
+            current=snakemake.wildcards.campaign == snakemake.config["campaign"],
+            combined_index=Path(i.combined),
+        )
     )

@@ -1,0 +1,192 @@
+"""Aggregation across independent process runs, and ratios between transports of the same run.
+
+Input: the tidy table (one row per record: one metric at one sweep point of one process run).
+Output tables (results/<campaign>/aggregate/):
+
+- summary.csv: one row per (campaign, host, experiment, transport, NIC backend, CPU clock state,
+  sweep point, metric): the median over runs of the per-run p50 and p99, their min and max over
+  runs, and a bootstrap 95% interval of the median p50 when there are at least three runs.
+- ratios.csv: for every pair of transports measured at the same point in the same process run,
+  the per-run ratio of their p50, then its median, min and max over runs.
+
+Only records with status ok are aggregated; a metric that is absent simply has no rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+KEYS = [
+    "campaign",
+    "host",
+    "platform",
+    "experiment",
+    "transport",
+    "nic_backend",
+    "cpu_clock_state",
+    "metric",
+    "unit",
+]
+SUMMARY_STATS = [
+    "runs",
+    "p50",
+    "p50_min",
+    "p50_max",
+    "p50_ci_lo",
+    "p50_ci_hi",
+    "p99",
+    "p99_min",
+    "p99_max",
+    "n_samples_total",
+    "sm_clock_mhz",
+    "sm_clock_min_mhz",
+    "sm_clock_max_mhz",
+    "cpu_clock_mhz",
+]
+RATIO_COLUMNS = ["numerator", "denominator", "runs", "ratio", "ratio_min", "ratio_max"]
+BOOTSTRAP_RESAMPLES = 2000
+REAL_NIC_BACKENDS = ("mlx5", "verbs")
+
+
+def param_columns(df: pd.DataFrame) -> list[str]:
+    return sorted(c for c in df.columns if c.startswith("param_"))
+
+
+def ok_records(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty or "status" not in df:
+        return df.iloc[0:0]
+    return df[(df["status"] == "ok") & df["p50"].notna()]
+
+
+def bootstrap_median_ci(
+    values: Sequence[float], level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median of `values` (one value per process run).
+    With fewer than three runs it degenerates to (min, max), which is what is reported."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (float("nan"), float("nan"))
+    if v.size < 3:
+        return (float(v.min()), float(v.max()))
+    rng = np.random.default_rng(seed)
+    draws = rng.choice(v, size=(BOOTSTRAP_RESAMPLES, v.size), replace=True)
+    medians = np.median(draws, axis=1)
+    alpha = (1.0 - level) / 2.0
+    return (float(np.quantile(medians, alpha)), float(np.quantile(medians, 1.0 - alpha)))
+
+
+def _group_keys(df: pd.DataFrame) -> list[str]:
+    return [k for k in KEYS if k in df.columns] + param_columns(df)
+
+
+def _stringify_keys(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Group keys as strings ('' for missing) so NaN never splits or drops a group."""
+    out = df.copy()
+    for k in keys:
+        out[k] = out[k].map(_key_str)
+    return out
+
+
+def _key_str(v: object) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per point and metric with the spread over independent process runs."""
+    ok = ok_records(df)
+    keys = _group_keys(df)
+    if ok.empty:
+        return pd.DataFrame(columns=keys + SUMMARY_STATS)
+    ok = _stringify_keys(ok, keys)
+    rows = []
+    for key, g in ok.groupby(keys, sort=True, dropna=False):
+        # One value per run: a run that wrote a point twice (a retried batch) counts once.
+        per_run = g.groupby("run_index").agg(
+            p50=("p50", "median"), p99=("p99", "median"), n=("n", "sum")
+        )
+        lo, hi = bootstrap_median_ci(per_run["p50"].to_numpy())
+        clocks = pd.to_numeric(g["sm_clock_mhz"], errors="coerce")
+        cpu = pd.to_numeric(g.get("cpu_clock_mhz"), errors="coerce")
+        p99 = per_run["p99"].dropna()
+        rows.append(
+            dict(zip(keys, key, strict=True))
+            | {
+                "runs": int(per_run.shape[0]),
+                "p50": float(per_run["p50"].median()),
+                "p50_min": float(per_run["p50"].min()),
+                "p50_max": float(per_run["p50"].max()),
+                "p50_ci_lo": lo,
+                "p50_ci_hi": hi,
+                "p99": float(p99.median()) if not p99.empty else np.nan,
+                "p99_min": float(p99.min()) if not p99.empty else np.nan,
+                "p99_max": float(p99.max()) if not p99.empty else np.nan,
+                "n_samples_total": float(per_run["n"].sum()),
+                "sm_clock_mhz": float(clocks.median()) if clocks.notna().any() else np.nan,
+                "sm_clock_min_mhz": float(clocks.min()) if clocks.notna().any() else np.nan,
+                "sm_clock_max_mhz": float(clocks.max()) if clocks.notna().any() else np.nan,
+                "cpu_clock_mhz": float(cpu.median()) if cpu.notna().any() else np.nan,
+            }
+        )
+    out = pd.DataFrame(rows, columns=keys + SUMMARY_STATS)
+    for c in param_columns(out):
+        out[c] = _restore_numeric(out[c])
+    return out
+
+
+def _restore_numeric(s: pd.Series) -> pd.Series:
+    """Parameters went through strings for grouping; give numeric ones their numbers back."""
+    nonempty = s[s != ""]
+    num = pd.to_numeric(nonempty, errors="coerce")
+    if not nonempty.empty and num.notna().all():
+        return pd.to_numeric(s.replace("", np.nan), errors="coerce")
+    return s.replace("", np.nan)
+
+
+def transport_ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """Ratios of p50 between transports measured at the same point in the same process run
+    (same campaign, host, experiment, backend, CPU clock state, parameters, metric, run)."""
+    ok = ok_records(df)
+    keys = [k for k in _group_keys(df) if k != "transport"]
+    cols = keys + RATIO_COLUMNS
+    if ok.empty or ok["transport"].nunique() < 2:
+        return pd.DataFrame(columns=cols)
+    ok = _stringify_keys(ok, keys)
+    per_run = ok.groupby([*keys, "run_index", "transport"], dropna=False)["p50"].median()
+    wide = per_run.unstack("transport")
+    transports = list(wide.columns)
+    rows = []
+    for i, num in enumerate(transports):
+        for den in transports[i + 1 :]:
+            r = (wide[num] / wide[den]).dropna()
+            r = r[np.isfinite(r)]
+            if r.empty:
+                continue
+            for key, g in r.groupby(level=list(range(len(keys))), dropna=False):
+                key = key if isinstance(key, tuple) else (key,)
+                rows.append(
+                    dict(zip(keys, key, strict=True))
+                    | {
+                        "numerator": num,
+                        "denominator": den,
+                        "runs": int(g.size),
+                        "ratio": float(g.median()),
+                        "ratio_min": float(g.min()),
+                        "ratio_max": float(g.max()),
+                    }
+                )
+    out = pd.DataFrame(rows, columns=cols)
+    for c in param_columns(out):
+        out[c] = _restore_numeric(out[c])
+    return out
+
+
+def is_real_nic(backend: object) -> bool:
+    return str(backend) in REAL_NIC_BACKENDS

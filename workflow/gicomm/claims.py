@@ -1,0 +1,435 @@
+"""The paper's claims checked against one campaign: paper value | this campaign | verdict.
+
+config/claims.yaml (validated by workflow/schemas/claims.schema.yaml) lists each claim with a
+selector of the measured points, a check and the hardware it needs. A verdict is one of:
+
+- reproduced: the check passes on this campaign's measurements;
+- not reproduced: measured, and the check fails;
+- not measurable here: the campaign cannot test it, and the reason says why (the experiment was
+  not run or not runnable here, it needs an mlx5 NIC and only a software NIC was measured, it needs
+  another GPU, locked SM clocks, or the selected points are absent).
+
+A software NIC (softnic) never reproduces a claim that needs a real NIC.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gicomm import CONFIG_DIR, REPO_ROOT
+from gicomm.aggregate import REAL_NIC_BACKENDS
+from gicomm.errors import ConfigError
+from gicomm.fits import clock_fit, first_reaching, linear_slope, plateau_power_fit
+from gicomm.schema import describe, validator
+from gicomm.yamlio import load_yaml
+
+CLAIMS_FILE = CONFIG_DIR / "claims.yaml"
+PAPER_DIR = REPO_ROOT / "report" / "paper"
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+NOT_MEASURABLE = "not measurable here"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE)
+# Preference among backends when a point was measured on several: real NIC first.
+BACKEND_PREFERENCE = ("mlx5", "verbs", "softnic-gpu", "softnic-cpu", "nvlink", "none", "")
+UNIT_SCALE = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+RESULT_COLUMNS = [
+    "id",
+    "experiment",
+    "paper_ref",
+    "claim",
+    "headline",
+    "paper_value",
+    "paper_unit",
+    "paper_platform",
+    "measured",
+    "measured_text",
+    "backend",
+    "verdict",
+    "reason",
+    "requires",
+]
+
+
+class NotMeasurable(Exception):
+    """Raised while evaluating a check: the campaign cannot decide this claim (the reason)."""
+
+
+def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
+    data = load_yaml(path)
+    errors = sorted(validator("claims").iter_errors(data), key=lambda e: list(e.path))
+    if errors:
+        raise ConfigError(f"{path}: invalid claims: " + "; ".join(describe(e) for e in errors[:5]))
+    ids = [c["id"] for c in data["claims"]]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ConfigError(f"{path}: duplicate claim id(s): {', '.join(dup)}")
+    return data["claims"]
+
+
+# ---- the campaign a claim is checked against ------------------------------------------------
+@dataclass
+class CampaignContext:
+    summary: pd.DataFrame
+    records: pd.DataFrame
+    gpus: list[str] = field(default_factory=list)
+
+    def experiment_rows(self, experiment: str) -> pd.DataFrame:
+        return self.summary[self.summary["experiment"] == experiment]
+
+    def skip_reasons(self, experiment: str) -> list[str]:
+        if self.records.empty:
+            return []
+        d = self.records[self.records["experiment"] == experiment]
+        return sorted(d.loc[d["status"] != "ok", "error"].dropna().astype(str).unique())[:2]
+
+
+def gpu_models(hardware: list[dict[str, Any]]) -> list[str]:
+    names = []
+    for hw in hardware:
+        for dev in (hw.get("gpus") or {}).get("devices", []) or []:
+            if dev.get("name"):
+                names.append(str(dev["name"]))
+    return sorted(set(names))
+
+
+# ---- selecting measured points ----------------------------------------------------------------
+def _as_list(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, list | tuple) else [v]
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return math.isclose(float(a), float(b))
+    except (TypeError, ValueError):
+        return str(a).strip().lower() == str(b).strip().lower()
+
+
+def describe_selector(sel: dict[str, Any]) -> str:
+    parts = [f"{sel['metric']} of {'|'.join(map(str, _as_list(sel['transport'])))}"]
+    parts += [f"{k}={'|'.join(map(str, _as_list(v)))}" for k, v in sel.get("params", {}).items()]
+    if sel.get("cpu_clock_state"):
+        parts.append(f"cpu {sel['cpu_clock_state']}")
+    return " ".join(parts)
+
+
+def match_rows(ctx: CampaignContext, sel: dict[str, Any], experiment: str) -> pd.DataFrame:
+    d = ctx.summary
+    d = d[(d["experiment"] == sel.get("experiment", experiment)) & (d["metric"] == sel["metric"])]
+    wanted = [str(t) for t in _as_list(sel["transport"])]
+    d = d[d["transport"].astype(str).isin(wanted)]
+    for name, value in sel.get("params", {}).items():
+        col = f"param_{name}"
+        if col not in d:
+            return d.iloc[0:0]
+        options = _as_list(value)
+        d = d[d[col].map(lambda v, o=options: any(_same(v, x) for x in o))]
+    if sel.get("cpu_clock_state"):
+        d = d[d["cpu_clock_state"].astype(str) == sel["cpu_clock_state"]]
+    return d
+
+
+def convert(value: float, unit: str, target: str) -> float:
+    unit, target = _norm_unit(unit), _norm_unit(target)
+    if unit == target:
+        return value
+    if unit in UNIT_SCALE and target in UNIT_SCALE:
+        return value * UNIT_SCALE[unit] / UNIT_SCALE[target]
+    raise NotMeasurable(f"unit {unit!r} cannot be expressed in {target!r}")
+
+
+def _norm_unit(u: Any) -> str:
+    u = str(u).strip()
+    return {"%": "pct", "percent": "pct", "µs": "us", "Mmsg/s ": "Mmsg/s"}.get(u, u)
+
+
+def _values(rows: pd.DataFrame, sel: dict[str, Any], unit: str) -> pd.Series:
+    stat = sel.get("stat", "p50")
+    vals = [convert(float(v), str(u), unit) for v, u in zip(rows[stat], rows["unit"], strict=True)]
+    return pd.Series(vals, index=rows.index, dtype=float).dropna()
+
+
+# ---- evaluation -------------------------------------------------------------------------------
+@dataclass
+class Evaluation:
+    measured: float
+    text: str
+    passed: bool
+    backend: str
+
+
+def _selectors(check: dict[str, Any]) -> list[dict[str, Any]]:
+    if check["kind"] in ("ratio", "difference"):
+        return [check["numerator"], check["denominator"]]
+    if check["kind"] == "ordering":
+        return list(check["sequence"])
+    return [check["of"]]
+
+
+def choose_backend(
+    ctx: CampaignContext, claim: dict[str, Any]
+) -> tuple[str, dict[int, pd.DataFrame]]:
+    """The backend on which every selector of the claim has points (real NIC first)."""
+    sels = _selectors(claim["check"])
+    matched = [match_rows(ctx, s, claim["experiment"]) for s in sels]
+    for i, rows in enumerate(matched):
+        if rows.empty:
+            raise NotMeasurable(f"no measured points for {describe_selector(sels[i])}")
+    common = set.intersection(*(set(r["nic_backend"].astype(str)) for r in matched))
+    if claim["requires"]["real_nic"]:
+        real = common & set(REAL_NIC_BACKENDS)
+        if not real:
+            seen = ", ".join(sorted(common)) or "none in common"
+            raise NotMeasurable(f"needs an mlx5 NIC (this campaign measured: {seen})")
+        common = real
+    if not common:
+        raise NotMeasurable("the selected points were not measured on one common NIC backend")
+    backend = min(common, key=_backend_rank)
+    return backend, {i: r[r["nic_backend"].astype(str) == backend] for i, r in enumerate(matched)}
+
+
+def _backend_rank(b: str) -> int:
+    return BACKEND_PREFERENCE.index(b) if b in BACKEND_PREFERENCE else len(BACKEND_PREFERENCE)
+
+
+def _point_value(rows: pd.DataFrame, sel: dict[str, Any], unit: str) -> tuple[float, str]:
+    vals = _values(rows, sel, unit)
+    if vals.empty:
+        raise NotMeasurable(f"no {sel.get('stat', 'p50')} for {describe_selector(sel)}")
+    note = f" (median of {vals.size} points)" if vals.size > 1 else ""
+    return float(vals.median()), note
+
+
+def within(measured: float, paper: float, tolerance: float) -> bool:
+    return abs(measured - paper) <= tolerance * abs(paper)
+
+
+def _compare(measured: float, check: dict[str, Any], paper: float) -> bool:
+    if "op" in check:
+        return measured >= check["bound"] if check["op"] == ">=" else measured <= check["bound"]
+    return within(measured, paper, check.get("tolerance", 0.25))
+
+
+def _fmt(v: float, unit: str) -> str:
+    return f"{v:.3g} {unit}" if math.isfinite(v) else "n/a"
+
+
+def evaluate_check(ctx: CampaignContext, claim: dict[str, Any]) -> Evaluation:
+    check, paper = claim["check"], claim["paper"]["value"]
+    unit, kind = check["unit"], check["kind"]
+    backend, rows = choose_backend(ctx, claim)
+    if kind in ("value", "threshold"):
+        v, note = _point_value(rows[0], check["of"], unit)
+        return Evaluation(v, _fmt(v, unit) + note, _compare(v, check, paper), backend)
+    if kind in ("ratio", "difference"):
+        src = unit if kind == "difference" else _ratio_unit(rows)
+        a, _ = _point_value(rows[0], check["numerator"], src)
+        b, _ = _point_value(rows[1], check["denominator"], src)
+        v = a / b if kind == "ratio" else a - b
+        text = f"{_fmt(v, unit)} ({a:.3g} vs {b:.3g} {src})"
+        return Evaluation(v, text, _compare(v, check, paper), backend)
+    if kind == "ordering":
+        src = _ratio_unit(rows)
+        vals = [_point_value(rows[i], s, src)[0] for i, s in enumerate(check["sequence"])]
+        tol = check.get("tolerance", 0.0)
+        ok = all(b >= a * (1.0 - tol) for a, b in zip(vals, vals[1:], strict=False))
+        text = " < ".join(f"{v:.3g}" for v in vals) + f" {src}"
+        return Evaluation(1.0 if ok else 0.0, text, ok, backend)
+    return _evaluate_fit(check, rows[0], paper, backend)
+
+
+def _ratio_unit(rows: dict[int, pd.DataFrame]) -> str:
+    """Ratios and orderings compare like with like: the unit of the first selected rows."""
+    units = {str(u) for r in rows.values() for u in r["unit"].dropna().unique()}
+    first = str(rows[0]["unit"].iloc[0])
+    if len(units) > 1 and not all(_norm_unit(u) in UNIT_SCALE for u in units):
+        raise NotMeasurable(f"selected points have different units: {', '.join(sorted(units))}")
+    return first
+
+
+def _evaluate_fit(
+    check: dict[str, Any], rows: pd.DataFrame, paper: float, backend: str
+) -> Evaluation:
+    kind, sel, unit = check["kind"], check["of"], check["unit"]
+    if kind == "clock_fit":
+        t_ns = _values(rows, sel, "ns")
+        fit = clock_fit(rows.loc[t_ns.index, "sm_clock_mhz"].to_numpy(), t_ns.to_numpy())
+        if fit is None:
+            clocks = rows["sm_clock_mhz"].round(-1).nunique()
+            raise NotMeasurable(
+                f"needs locked SM clocks: {clocks} distinct SM clock(s) measured, 3 or more needed"
+            )
+        v = {
+            "c_cycles": fit.c_cycles,
+            "b_us": fit.b_ns / 1000.0,
+            "r2": fit.r2,
+            "clock_share": 100.0 * fit.clock_share_at_max,
+        }[check["quantity"]]
+        text = (
+            f"{_fmt(v, unit)} (C={fit.c_cycles:.0f} cycles, B={fit.b_ns / 1000:.3g} us, "
+            f"R2={fit.r2:.4f}, {fit.clocks} clocks)"
+        )
+        return Evaluation(v, text, _compare(v, check, paper), backend)
+    col = f"param_{check['x']}"
+    if col not in rows:
+        raise NotMeasurable(f"sweep parameter {check['x']!r} absent")
+    x = pd.to_numeric(rows[col], errors="coerce")
+    y = _values(rows, sel, unit if kind != "scaling" else str(rows["unit"].iloc[0]))
+    xs = x.loc[y.index].to_numpy()
+    if kind == "first_reaching":
+        v = first_reaching(xs, y.to_numpy(), check["level"])
+        if v is None:
+            return Evaluation(math.nan, f"never reaches {check['level']:g} {unit}", False, backend)
+        return Evaluation(v, f"{v:g} {check['x']}", _compare(v, check, paper), backend)
+    if kind == "slope":
+        fit = linear_slope(xs, y.to_numpy())
+        if fit is None:
+            raise NotMeasurable(f"needs two or more values of {check['x']!r}")
+        v = fit[0] * check.get("per", 1.0)
+        text = f"{_fmt(v, unit)} per {check.get('per', 1.0):g} {check['x']} (R2={fit[1]:.3f})"
+        return Evaluation(v, text, _compare(v, check, paper), backend)
+    pfit = plateau_power_fit(xs, y.to_numpy())
+    if pfit is None:
+        raise NotMeasurable(f"needs three or more values of {check['x']!r}")
+    q = check["quantity"]
+    if q == "loss":
+        v = 100.0 * pfit.loss_at(check.get("at", float(np.max(xs))))
+    else:
+        v = pfit.onset if q == "onset" else pfit.plateau
+    text = (
+        f"{_fmt(v, unit)} (plateau {pfit.plateau:.3g}, onset {pfit.onset:g}, "
+        f"exponent {pfit.exponent:.2f}, R2={pfit.r2:.3f})"
+    )
+    return Evaluation(v, text, _compare(v, check, paper), backend)
+
+
+def requirement_text(req: dict[str, Any]) -> str:
+    parts = [("/".join(req["gpu"]) if req["gpu"] else "any GPU")]
+    parts.append("real mlx5 NIC" if req["real_nic"] else "softnic or real NIC")
+    parts.append(f"{req['nodes']} node{'s' if req['nodes'] > 1 else ''}")
+    if req["clock_lock"]:
+        parts.append("locked SM clocks")
+    if req.get("cpu_clock_states"):
+        parts.append("cold and warm proxy cores")
+    if req.get("libraries"):
+        parts.append(", ".join(req["libraries"]))
+    return "; ".join(parts)
+
+
+def _precheck(ctx: CampaignContext, claim: dict[str, Any]) -> None:
+    exp = claim["experiment"]
+    experiments = {s.get("experiment", exp) for s in _selectors(claim["check"])}
+    for e in sorted(experiments):
+        if ctx.experiment_rows(e).empty:
+            reasons = ctx.skip_reasons(e)
+            why = f"not runnable here: {'; '.join(reasons)}" if reasons else "not run"
+            raise NotMeasurable(f"experiment {e} has no measurements in this campaign ({why})")
+    req = claim["requires"]
+    if req["gpu"]:
+        have = " ".join(ctx.gpus).lower()
+        if not any(g.lower() in have for g in req["gpu"]):
+            this = ", ".join(ctx.gpus) or "no GPU recorded"
+            raise NotMeasurable(f"needs {'/'.join(req['gpu'])} (this campaign: {this})")
+    if req.get("cpu_clock_states"):
+        states = set(ctx.experiment_rows(exp)["cpu_clock_state"].dropna().astype(str))
+        if not {"cold", "warm"} <= states:
+            raise NotMeasurable("needs proxy cores measured both cold and warm")
+
+
+def check_claim(ctx: CampaignContext, claim: dict[str, Any]) -> dict[str, Any]:
+    paper = claim["paper"]
+    row = {
+        "id": claim["id"],
+        "experiment": claim["experiment"],
+        "paper_ref": claim["paper_ref"],
+        "claim": claim["claim"],
+        "headline": bool(claim.get("headline", False)),
+        "paper_value": paper["value"],
+        "paper_unit": paper["unit"],
+        "paper_platform": paper["platform"],
+        "measured": math.nan,
+        "measured_text": "",
+        "backend": "",
+        "requires": requirement_text(claim["requires"]),
+    }
+    try:
+        _precheck(ctx, claim)
+        ev = evaluate_check(ctx, claim)
+    except NotMeasurable as why:
+        return row | {"verdict": NOT_MEASURABLE, "reason": str(why)}
+    softnic = " (software NIC: model numbers)" if ev.backend.startswith("softnic") else ""
+    verdict = REPRODUCED if ev.passed else NOT_REPRODUCED
+    return row | {
+        "measured": ev.measured,
+        "measured_text": ev.text,
+        "backend": ev.backend,
+        "verdict": verdict,
+        "reason": _reason(claim["check"], ev) + softnic,
+    }
+
+
+def _reason(check: dict[str, Any], ev: Evaluation) -> str:
+    if "op" in check:
+        return f"check: measured {check['op']} {check['bound']:g} {check['unit']}"
+    if check["kind"] == "ordering":
+        tol = check.get("tolerance", 0.0)
+        return f"check: increasing in the listed order (inversions up to {tol:.0%} allowed)"
+    return f"check: within {check.get('tolerance', 0.25):.0%} of the paper's value"
+
+
+def check_claims(
+    summary: pd.DataFrame,
+    records: pd.DataFrame,
+    hardware: list[dict[str, Any]],
+    claims: list[dict[str, Any]] | None = None,
+) -> pd.DataFrame:
+    ctx = CampaignContext(summary=summary, records=records, gpus=gpu_models(hardware))
+    rows = [check_claim(ctx, c) for c in (claims if claims is not None else load_claims())]
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+# ---- paper values as data -----------------------------------------------------------------------
+def paper_cell(cell: dict[str, Any], paper_dir: Path = PAPER_DIR) -> str:
+    """The text of one cell of report/paper/<table>, selected by column values of its row."""
+    df = pd.read_csv(paper_dir / cell["table"], dtype=str, keep_default_na=False)
+    for col, val in cell["row"].items():
+        df = df[df[col] == val]
+    if len(df) != 1:
+        raise ConfigError(f"{cell}: selects {len(df)} rows of {cell['table']}, expected one")
+    return str(df[cell["column"]].iloc[0])
+
+
+def leading_number(text: str) -> float:
+    """The first number of a cell ('~2x' -> 2, '80 / 85' -> 80, '1,350' -> 1350)."""
+    m = re.search(r"-?\d[\d,]*\.?\d*", text)
+    if not m:
+        raise ValueError(f"no number in {text!r}")
+    return float(m.group(0).replace(",", ""))
+
+
+def percent_number(text: str) -> float:
+    """The first number written as a percentage ('IBRC enqueue 92% clock-sensitive' -> 92)."""
+    m = re.search(r"(\d+(?:\.\d+)?)\s*%", text)
+    if not m:
+        raise ValueError(f"no percentage in {text!r}")
+    return float(m.group(1))
+
+
+def derive_paper_value(paper: dict[str, Any], paper_dir: Path = PAPER_DIR) -> float:
+    if paper["derive"] == "percent":
+        return percent_number(paper_cell(paper["source"][0], paper_dir))
+    cells = [leading_number(paper_cell(c, paper_dir)) for c in paper["source"]]
+    how = paper["derive"]
+    if how == "cell":
+        return cells[0]
+    if how == "ratio":
+        return cells[0] / cells[1]
+    if how == "difference":
+        return cells[0] - cells[1]
+    return 1.0 if all(b >= a for a, b in zip(cells, cells[1:], strict=False)) else 0.0
