@@ -232,6 +232,10 @@ def simulate(
     q_inrdy = np.zeros(n_q, dtype=np.int8)
     q_wh = np.full(n_q, -1, dtype=np.int64)
     q_wt = np.full(n_q, -1, dtype=np.int64)
+    q_nprod = np.zeros(n_q, dtype=np.int64)  # producers that may post to each queue
+    for p in range(n_p):
+        for k in range(pi[p, PI_NQ]):
+            q_nprod[pi[p, PI_Q0] + k] += 1
     rdy = np.zeros(n_q + 1, dtype=np.int64)
     rdy_st = np.zeros(2, dtype=np.int64)
     rx_cap = n_pu + n_w + 8
@@ -283,11 +287,24 @@ def simulate(
     for p in range(n_p):
         if pi[p, PI_PROBE] == 1:
             probe_left += pi[p, PI_NMSG]
+    has_probe = probe_left > 0
+    cq = np.zeros(n_m, dtype=np.int64)  # message ids in NIC service order
+    cq_n = 0
     order = 0
     now = 0.0
-    while hst[0] > 0:
-        now, kind, ident = heap_pop(ht, hs, hk, hi, hst)
-        if t_stop > 0.0 and now > t_stop:
+    # producers to (re)start at the current time: a stack instead of zero-delay heap events
+    ready_p = np.zeros(2 * n_p + 16, dtype=np.int64)
+    n_ready_p = 0
+    while True:
+        if n_ready_p > 0:
+            n_ready_p -= 1
+            kind = EV_P_START
+            ident = ready_p[n_ready_p]
+        elif hst[0] > 0:
+            now, kind, ident = heap_pop(ht, hs, hk, hi, hst)
+            if t_stop > 0.0 and now > t_stop:
+                break
+        else:
             break
         stats[S_EVENTS] += 1
         if kind == EV_P_START:
@@ -327,7 +344,16 @@ def simulate(
             p_out[p] += b
             if pf[p, PF_PACE] > 0.0:
                 p_next_ok[p] = now + b * pf[p, PF_PACE]
-            heap_push(ht, hs, hk, hi, hst, now + b * pf[p, PF_BUILD], EV_P_BUILT, p)
+            t_built = now + b * pf[p, PF_BUILD]
+            if pf[p, PF_RING] == 0.0:
+                # nothing held under a lock (a posted-store enqueue): visible once built
+                heap_push(ht, hs, hk, hi, hst, t_built, EV_P_RUNG, p)
+            elif q_nprod[q] == 1:
+                # sole producer of the queue: the lock is free when it asks, skip EV_P_BUILT
+                q_lock[q] = t_built + pf[p, PF_RING]
+                heap_push(ht, hs, hk, hi, hst, q_lock[q], EV_P_RUNG, p)
+            else:
+                heap_push(ht, hs, hk, hi, hst, t_built, EV_P_BUILT, p)
         elif kind == EV_P_BUILT:
             p = ident
             q = pi[p, PI_Q0] + p_idx[p]
@@ -339,9 +365,14 @@ def simulate(
             q = pi[p, PI_Q0] + p_idx[p]
             b = p_b[p]
             depth = qi[q, QI_DEPTH]
+            tail = q_tail[q]
+            base = q_off[q]
             for k in range(b):
-                q_buf[q_off[q] + q_tail[q]] = p_m0[p] + k
-                q_tail[q] = (q_tail[q] + 1) % depth
+                q_buf[base + tail] = p_m0[p] + k
+                tail += 1
+                if tail == depth:
+                    tail = 0
+            q_tail[q] = tail
             q_cnt[q] += b
             if qi[q, QI_KIND] == QK_NIC:
                 _nic_notify(q, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
@@ -372,31 +403,41 @@ def simulate(
                         p_idx[p] = np.int64(x % np.uint64(nq))
                     else:
                         p_idx[p] = (p_idx[p] + 1) % nq
-            heap_push(ht, hs, hk, hi, hst, max(now, p_next_ok[p]), EV_P_START, p)
+            if p_next_ok[p] > now:
+                heap_push(ht, hs, hk, hi, hst, p_next_ok[p], EV_P_START, p)
+            else:
+                ready_p[n_ready_p] = p
+                n_ready_p += 1
         elif kind == EV_NIC_DONE:
             u = ident
             if u_kind[u] == 1:
                 q = u_q[u]
                 depth = qi[q, QI_DEPTH]
                 n = u_n[u]
-                # one completion event per run of consecutive messages of one producer
-                run0 = -1
-                run_n = 0
-                for k in range(n):
-                    m = q_buf[q_off[q] + (u_start[u] + k) % depth]
+                # completions are logged in service order; one event per run of messages
+                # with the same completion tail
+                run0 = cq_n
+                t_run = -1.0
+                idx = u_start[u]
+                base = q_off[q]
+                for _k in range(n):
+                    m = q_buf[base + idx]
+                    idx += 1
+                    if idx == depth:
+                        idx = 0
                     m_order[m] = order
                     order += 1
-                    if run_n > 0 and m == run0 + run_n and m_prod[m] == m_prod[run0] and run_n < 63:
-                        run_n += 1
-                    else:
-                        if run_n > 0:
-                            t_done = now + pf[m_prod[run0], PF_TAIL]
-                            heap_push(ht, hs, hk, hi, hst, t_done, EV_MSG_DONE, run0 * 64 + run_n)
-                        run0 = m
-                        run_n = 1
-                if run_n > 0:
-                    t_done = now + pf[m_prod[run0], PF_TAIL]
-                    heap_push(ht, hs, hk, hi, hst, t_done, EV_MSG_DONE, run0 * 64 + run_n)
+                    t_done = now + pf[m_prod[m], PF_TAIL]
+                    if t_done != t_run or cq_n - run0 >= 63:
+                        if cq_n > run0:
+                            heap_push(ht, hs, hk, hi, hst, t_run, EV_MSG_DONE,
+                                      run0 * 64 + (cq_n - run0))  # fmt: skip
+                        run0 = cq_n
+                        t_run = t_done
+                    cq[cq_n] = m
+                    cq_n += 1
+                if cq_n > run0:
+                    heap_push(ht, hs, hk, hi, hst, t_run, EV_MSG_DONE, run0 * 64 + (cq_n - run0))
                 q_occ[q] -= n
                 q_inserv[q] = 0
                 _nic_notify(q, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
@@ -407,7 +448,8 @@ def simulate(
                     q_wh[q] = p_wnext[p]
                     if q_wh[q] < 0:
                         q_wt[q] = -1
-                    heap_push(ht, hs, hk, hi, hst, now, EV_P_START, p)
+                    ready_p[n_ready_p] = p
+                    n_ready_p += 1
                     woken += 1
                 w = qi[q, QI_WORKER]
                 if w >= 0 and w_busy[w] == 0:
@@ -431,20 +473,22 @@ def simulate(
                         stats, ht, hs, hk, hi, hst,
                     )  # fmt: skip
         elif kind == EV_MSG_DONE:
-            m0 = ident >> 6
+            c0 = ident >> 6
             cnt = ident & 63
-            p = m_prod[m0]
-            for m in range(m0, m0 + cnt):
-                m_done[m] = now
             stats[S_DONE] += cnt
-            p_out[p] -= cnt
-            if pi[p, PI_PROBE] == 1:
-                probe_left -= cnt
-                if probe_left == 0:
-                    break  # all probes answered: the background has served its purpose
-            if p_waitwin[p] == 1:
-                p_waitwin[p] = 0
-                heap_push(ht, hs, hk, hi, hst, now, EV_P_START, p)
+            for c in range(c0, c0 + cnt):
+                m = cq[c]
+                p = m_prod[m]
+                m_done[m] = now
+                p_out[p] -= 1
+                if pi[p, PI_PROBE] == 1:
+                    probe_left -= 1
+                if p_waitwin[p] == 1:
+                    p_waitwin[p] = 0
+                    ready_p[n_ready_p] = p
+                    n_ready_p += 1
+            if probe_left == 0 and has_probe:
+                break  # all probes answered: the background has served its purpose
         elif kind == EV_W_POLL:
             w = ident
             w_busy[w] = 0
@@ -478,9 +522,17 @@ def simulate(
             n = w_n[w]
             rdepth = qi[r, QI_DEPTH]
             depth = qi[qp, QI_DEPTH]
-            for k in range(n):
-                q_buf[q_off[qp] + q_tail[qp]] = q_buf[q_off[r] + (w_start[w] + k) % rdepth]
-                q_tail[qp] = (q_tail[qp] + 1) % depth
+            src = w_start[w]
+            dst = q_tail[qp]
+            for _k in range(n):
+                q_buf[q_off[qp] + dst] = q_buf[q_off[r] + src]
+                src += 1
+                if src == rdepth:
+                    src = 0
+                dst += 1
+                if dst == depth:
+                    dst = 0
+            q_tail[qp] = dst
             q_cnt[qp] += n
             q_occ[r] -= n
             woken = 0
@@ -489,7 +541,8 @@ def simulate(
                 q_wh[r] = p_wnext[p]
                 if q_wh[r] < 0:
                     q_wt[r] = -1
-                heap_push(ht, hs, hk, hi, hst, now, EV_P_START, p)
+                ready_p[n_ready_p] = p
+                n_ready_p += 1
                 woken += 1
             _nic_notify(qp, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
             for u in range(n_pu):
