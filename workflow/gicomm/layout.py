@@ -99,7 +99,7 @@ class Layout:
 
     def all_targets(self) -> list[str]:
         targets = [f"results/{c}/export/{c}-report.zip" for c in self.reported_campaigns()]
-        return [*targets, "results/combined/records.csv"]
+        return [*targets, "results/combined/records.csv", "results/combined/report/index.html"]
 
     def describe(self) -> dict[str, Any]:
         return {"campaign": self.c.name, "host": self.c.host, "archived": list(self.c.archived)}
