@@ -24,7 +24,7 @@ SoftNic::~SoftNic() {
     QpOwned& q = *qps_[i];
     release(q.cfg.queues, q.sq_mem);
     release(q.cfg.queues, q.cq_mem);
-    release(q.cfg.queues, q.dbrec_mem);
+    release(q.cfg.dbrec_pinned ? MemoryPlace::pinned() : q.cfg.queues, q.dbrec_mem);
     release(q.cfg.doorbells, q.db_mem);
   }
 }
@@ -71,10 +71,11 @@ uint32_t SoftNic::create_qp(const QueueConfig& cfg) {
   const uint32_t cqes = cfg.collapsed_cq ? 1 : cfg.cq_entries;
   q->sq_mem = allocate(cfg.queues, size_t(cfg.sq_wqebbs) * kSendWqeBB);
   q->cq_mem = allocate(cfg.queues, size_t(cqes) * sizeof(Cqe64));
-  q->dbrec_mem = allocate(cfg.queues, 64);  // SQ dbrec (2 words) then CQ dbrec (2 words)
+  const MemoryPlace dbrec_place = cfg.dbrec_pinned ? MemoryPlace::pinned() : cfg.queues;
+  q->dbrec_mem = allocate(dbrec_place, 64);  // SQ dbrec (2 words) then CQ dbrec (2 words)
   q->db_mem = allocate(cfg.doorbells, 64);
   fill_bytes(cfg.queues, q->sq_mem, 0, size_t(cfg.sq_wqebbs) * kSendWqeBB);
-  fill_bytes(cfg.queues, q->dbrec_mem, 0, 64);
+  fill_bytes(dbrec_place, q->dbrec_mem, 0, 64);
   std::vector<Cqe64> fresh(cqes);
   for (auto& c : fresh) init_cqe(c);
   copy_to(cfg.queues, q->cq_mem, fresh.data(), fresh.size() * sizeof(Cqe64));
@@ -107,89 +108,28 @@ namespace {
 struct HostMem {
   void copy(void* dst, const void* src, uint32_t bytes) { std::memcpy(dst, src, bytes); }
   uint64_t fetch_add(uint64_t* p, uint64_t add) { return __atomic_fetch_add(p, add, __ATOMIC_RELAXED); }
+  void read_wqebb(Seg16* dst, const uint8_t* src) { std::memcpy(dst, src, kSendWqeBB); }
+  void acquire() { std::atomic_thread_fence(std::memory_order_acquire); }
+  void publish_cqe(Cqe64* dst, const Cqe64& body, uint32_t tail) {
+    std::memcpy(dst, &body, 60);
+    __atomic_store_n(&dst->w[15], tail, __ATOMIC_RELEASE);
+  }
 };
 
-constexpr int kStaleRetries = 64;
-
-// Copies WQEBB `index` of the ring into `dst` (4 segments) with acquire ordering on the ctrl word,
-// the way a NIC's DMA read would pick up whatever is in memory at that moment.
-void read_wqebb(const SqDesc& sq, uint32_t index, Seg16* dst) {
-  const uint8_t* src = wqebb_ptr(sq.buf, sq.wqe_cnt, index);
-  std::memcpy(dst, src, kSendWqeBB);
-}
-
-void publish_cqe(QpState& q, uint32_t tail, const Cqe64& body) {
-  Cqe64* dst = cqe_at(q.cq, q.cq_pi);
-  std::memcpy(dst, &body, 60);
-  __atomic_store_n(&dst->w[15], tail, __ATOMIC_RELEASE);
-  ++q.cq_pi;
-}
-
-// Executes everything the QP's doorbell asks for. Returns the number of WQEs executed.
+// Executes everything the QP's doorbell asks for: every WQE from the consumer index up to and
+// including the WQE index the doorbell carries. Returns the number of WQEs executed.
 uint32_t service_qp(QpState& q, const Tables& tables, Counters& ctr) {
   const uint64_t db = __atomic_load_n(q.sq.doorbell, __ATOMIC_ACQUIRE);
   if (db == q.last_doorbell) return 0;
-  if (doorbell_qpn(db) != q.sq.qpn) {  // a doorbell for another QP on this page: ignore it
-    q.last_doorbell = db;
-    return 0;
-  }
+  q.last_doorbell = db;
+  if (doorbell_qpn(db) != q.sq.qpn) return 0;  // a doorbell for another QP on this page: ignore it
   const uint16_t db_index = doorbell_wqe_index(db);
   uint32_t done = 0;
   HostMem mem;
   while (idx16_at_or_after(db_index, static_cast<uint16_t>(q.ci))) {
-    WqeImage img;
-    read_wqebb(q.sq, q.ci, &img.seg[0]);
-    CtrlFields c = decode_ctrl(img.seg[0]);
-    // A ctrl segment with an older index means the doorbell overtook the WQE stores (missing
-    // producer ordering): re-read a few times, count it, and fail the WQE if it never shows up.
-    for (int tries = 0; c.wqe_index != static_cast<uint16_t>(q.ci) && tries < kStaleRetries; ++tries) {
-      ++ctr.stale_retries;
-      std::atomic_thread_fence(std::memory_order_acquire);
-      read_wqebb(q.sq, q.ci, &img.seg[0]);
-      c = decode_ctrl(img.seg[0]);
-    }
-    uint32_t nbb = 1;
-    ExecResult r;
-    r.opcode = c.opcode;
-    r.signaled = (c.fm_ce_se & kCtrlCqUpdate) != 0;
-    if (q.error) {
-      r.syndrome = kSyndromeWrFlush;
-      if (c.wqe_index == static_cast<uint16_t>(q.ci) && c.ds != 0 && c.ds <= kMaxDs) nbb = wqebbs_of_ds(c.ds);
-    } else if (c.wqe_index != static_cast<uint16_t>(q.ci) || c.qpn != q.sq.qpn || c.ds == 0 || c.ds > kMaxDs) {
-      r.syndrome = kSyndromeLocalQpOp;
-    } else {
-      nbb = wqebbs_of_ds(c.ds);
-      for (uint32_t b = 1; b < nbb; ++b) read_wqebb(q.sq, q.ci + b, &img.seg[4 * b]);
-      r = execute_wqe(tables, img, q.dc != 0, mem);
-    }
-    if (r.syndrome == 0 && q.error == 0) {
-      ctr.bytes += r.byte_cnt;
-      if (r.signaled) {
-        Cqe64 body;
-        const uint32_t tail = encode_req_cqe(body, static_cast<uint16_t>(q.ci), q.sq.qpn, r.opcode, r.byte_cnt,
-                                             expected_owner(q.cq_pi, q.cq.collapsed ? 1 : q.cq.cqe_cnt));
-        publish_cqe(q, tail, body);
-        ++ctr.cqes;
-      }
-    } else {
-      // Errors and flushes always complete with a CQE (ConnectX reports every failed WQE).
-      if (r.syndrome == kSyndromeWrFlush) {
-        ++ctr.flushes;
-      } else {
-        ++ctr.errors;
-      }
-      q.error = 1;
-      Cqe64 body;
-      const uint32_t tail = encode_err_cqe(body, static_cast<uint16_t>(q.ci), q.sq.qpn, r.opcode, r.syndrome, 0,
-                                           expected_owner(q.cq_pi, q.cq.collapsed ? 1 : q.cq.cqe_cnt));
-      publish_cqe(q, tail, body);
-      ++ctr.cqes;
-    }
-    ++ctr.wqes;
+    service_one_wqe(q, tables, mem, ctr);
     ++done;
-    q.ci += nbb;
   }
-  q.last_doorbell = db;
   return done;
 }
 

@@ -54,6 +54,16 @@ struct QpState {
   uint32_t dc = 0;        // DC initiator: an address vector follows every ctrl segment
 };
 
+// Engine statistics (per engine thread / warp; summed by the engine).
+struct Counters {
+  uint64_t wqes = 0;           // WQEs executed (including errors and flushes)
+  uint64_t cqes = 0;           // CQEs written (good and error)
+  uint64_t errors = 0;         // error CQEs other than flushes
+  uint64_t flushes = 0;        // WQEs flushed after an error
+  uint64_t stale_retries = 0;  // WQE reads that saw an old ctrl index and were re-read (ordering)
+  uint64_t bytes = 0;          // payload bytes moved
+};
+
 // Outcome of one WQE.
 struct ExecResult {
   uint8_t syndrome = 0;  // 0: success; else an MLX5_CQE_SYNDROME_*
@@ -85,7 +95,9 @@ GICOMM_HD bool check_dct(const Tables& t, const mlx5::Seg16& av) {
 
 // Checks the WQE in `img` (its ctrl segment already matched the expected index and QP) and, when
 // it is valid, performs it. `dc` tells whether the QP is a DC initiator (an AV follows ctrl).
-template <class Mem>
+// With kPerform = false it only validates (the gpu engine validates a whole chunk in parallel
+// before it lets any WQE after a bad one take effect).
+template <bool kPerform = true, class Mem>
 GICOMM_HD ExecResult execute_wqe(const Tables& t, const mlx5::WqeImage& img, bool dc, Mem& mem) {
   using namespace gicomm::mlx5;
   const CtrlFields c = decode_ctrl(img.seg[0]);
@@ -145,7 +157,7 @@ GICOMM_HD ExecResult execute_wqe(const Tables& t, const mlx5::WqeImage& img, boo
       r.syndrome = kSyndromeRemoteAccess;
       return r;
     }
-    if (length != 0) mem.copy(reinterpret_cast<void*>(static_cast<uintptr_t>(raddr)), src, length);
+    if (kPerform && length != 0) mem.copy(reinterpret_cast<void*>(static_cast<uintptr_t>(raddr)), src, length);
     r.byte_cnt = length;
     return r;
   }
@@ -173,13 +185,80 @@ GICOMM_HD ExecResult execute_wqe(const Tables& t, const mlx5::WqeImage& img, boo
       r.syndrome = kSyndromeRemoteAccess;
       return r;
     }
-    const uint64_t old = mem.fetch_add(reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(raddr)), add);
-    mem.copy(reinterpret_cast<void*>(static_cast<uintptr_t>(laddr)), &old, 8);
+    if (kPerform) {
+      const uint64_t old = mem.fetch_add(reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(raddr)), add);
+      mem.copy(reinterpret_cast<void*>(static_cast<uintptr_t>(laddr)), &old, 8);
+    }
     r.byte_cnt = 8;
     return r;
   }
   r.syndrome = kSyndromeLocalQpOp;  // opcodes the model does not implement
   return r;
+}
+
+constexpr int kStaleRetries = 64;
+
+// Writes the CQE for WQE `wqe_index` (good when syndrome == 0) and advances the CQ producer.
+template <class Mem>
+GICOMM_HD void complete_wqe(QpState& q, uint16_t wqe_index, const ExecResult& r, Mem& mem, Counters& ctr) {
+  using namespace gicomm::mlx5;
+  mlx5::Cqe64 body;
+  const uint8_t owner = expected_owner(q.cq_pi, q.cq.collapsed ? 1 : q.cq.cqe_cnt);
+  const uint32_t tail = r.syndrome == 0
+                            ? encode_req_cqe(body, wqe_index, q.sq.qpn, r.opcode, r.byte_cnt, owner)
+                            : encode_err_cqe(body, wqe_index, q.sq.qpn, r.opcode, r.syndrome, 0, owner);
+  mem.publish_cqe(cqe_at(q.cq, q.cq_pi), body, tail);
+  ++q.cq_pi;
+  ++ctr.cqes;
+}
+
+// Fetches, checks and executes the one WQE at q.ci (serial path, shared by both engines), writes
+// its CQE when it is signaled or fails, and advances q.ci. Mem also provides
+//   void read_wqebb(Seg16* dst, const uint8_t* src)     64-byte read of the ring (DMA read)
+//   void acquire()                                       order a re-read after a stale one
+//   void publish_cqe(Cqe64* dst, const Cqe64& body, uint32_t tail)   body, release, tail
+template <class Mem>
+GICOMM_HD void service_one_wqe(QpState& q, const Tables& tables, Mem& mem, Counters& ctr) {
+  using namespace gicomm::mlx5;
+  WqeImage img;
+  mem.read_wqebb(&img.seg[0], wqebb_ptr(q.sq.buf, q.sq.wqe_cnt, q.ci));
+  CtrlFields c = decode_ctrl(img.seg[0]);
+  // A ctrl segment with an older index means the doorbell overtook the WQE stores (missing
+  // producer ordering): re-read a few times, count it, and fail the WQE if it never shows up.
+  for (int tries = 0; c.wqe_index != static_cast<uint16_t>(q.ci) && tries < kStaleRetries; ++tries) {
+    ++ctr.stale_retries;
+    mem.acquire();
+    mem.read_wqebb(&img.seg[0], wqebb_ptr(q.sq.buf, q.sq.wqe_cnt, q.ci));
+    c = decode_ctrl(img.seg[0]);
+  }
+  const bool well_formed = c.wqe_index == static_cast<uint16_t>(q.ci) && c.ds != 0 && c.ds <= kMaxDs;
+  uint32_t nbb = well_formed ? wqebbs_of_ds(c.ds) : 1;
+  ExecResult r;
+  r.opcode = c.opcode;
+  r.signaled = (c.fm_ce_se & kCtrlCqUpdate) != 0;
+  if (q.error) {
+    r.syndrome = kSyndromeWrFlush;
+  } else if (!well_formed || c.qpn != q.sq.qpn) {
+    r.syndrome = kSyndromeLocalQpOp;
+  } else {
+    for (uint32_t b = 1; b < nbb; ++b) mem.read_wqebb(&img.seg[4 * b], wqebb_ptr(q.sq.buf, q.sq.wqe_cnt, q.ci + b));
+    r = execute_wqe<true>(tables, img, q.dc != 0, mem);
+  }
+  if (r.syndrome == 0) {
+    ctr.bytes += r.byte_cnt;
+    if (r.signaled) complete_wqe(q, static_cast<uint16_t>(q.ci), r, mem, ctr);
+  } else {
+    // Errors and flushes always complete with a CQE (a ConnectX reports every failed WQE).
+    if (r.syndrome == kSyndromeWrFlush) {
+      ++ctr.flushes;
+    } else {
+      ++ctr.errors;
+    }
+    q.error = 1;
+    complete_wqe(q, static_cast<uint16_t>(q.ci), r, mem, ctr);
+  }
+  ++ctr.wqes;
+  q.ci += nbb;
 }
 
 }  // namespace gicomm::softnic

@@ -70,6 +70,7 @@ struct QueueConfig {
   bool dc = false;             // DC initiator (WQEs carry an address vector)
   MemoryPlace queues = MemoryPlace::host();     // SQ ring, dbrecs, CQ
   MemoryPlace doorbells = MemoryPlace::host();  // the 8-byte doorbell word the engine polls
+  bool dbrec_pinned = false;  // doorbell records in pinned host memory (hybrid mode: a host thread reads them)
 };
 
 struct MemoryRegionHandle {
@@ -79,14 +80,6 @@ struct MemoryRegionHandle {
   uint64_t length = 0;
 };
 
-struct Counters {
-  uint64_t wqes = 0;          // WQEs executed (including errors and flushes)
-  uint64_t cqes = 0;          // CQEs written (good and error)
-  uint64_t errors = 0;        // error CQEs other than flushes
-  uint64_t flushes = 0;       // WQEs flushed after an error
-  uint64_t stale_retries = 0; // WQE reads that saw an old ctrl index and were re-read (ordering)
-  uint64_t bytes = 0;         // payload bytes moved
-};
 
 class SoftNic {
  public:

@@ -1,0 +1,105 @@
+// mini-gda host setup: creates the QPs on a softnic (cpu or gpu engine), places the queues the way
+// the chosen configuration needs, builds the device-side QP array and Context, runs the engine and
+// the hybrid-mode host ringer, and turns a kernel's ErrorReport into a message.
+//
+// Placements:
+//   softnic-gpu  SQ, dbrec and collapsed CQ in the producer GPU's memory (as NVSHMEM keeps them in
+//                GPU memory); the doorbell word in the engine GPU's memory, so the producer's 8-byte
+//                doorbell store crosses NVLink like an MMIO store crosses PCIe, and the engine reads
+//                WQEs across NVLink like a NIC's DMA read.
+//   softnic-cpu  everything in pinned host memory; host threads poll.
+//   hybrid       as above, but the dbrec and doorbell in pinned host memory: the GPU publishes the
+//                dbrec and a host thread rings.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gicomm/gda/gda.cuh"
+#include "gicomm/softnic/softnic.h"
+
+namespace gicomm::softnic {
+class GpuEngine;
+}
+
+namespace gicomm::gda {
+
+struct SessionConfig {
+  std::string engine = "softnic-gpu";  // or softnic-cpu
+  uint32_t num_qps = 1;
+  uint32_t sq_wqebbs = 1024;
+  int producer_device = 0;
+  int engine_device = 1;        // gpu engine; equal to producer_device: reserved SMs of one GPU
+  int engine_blocks = 0;        // gpu engine blocks (0: all SMs of the engine GPU)
+  int engine_warps_per_block = 4;
+  int cpu_threads = 2;          // cpu engine threads
+  bool hybrid = false;          // a host thread rings the doorbells
+  uint32_t signal_every = 1;
+  uint32_t timeout_ms = 2000;
+};
+
+// Host thread that rings doorbells for GPU-built WQEs (hybrid mode): it watches each QP's dbrec
+// and, when the producer index moves, stores the 8-byte doorbell for the last WQEBB.
+class HybridRinger {
+ public:
+  explicit HybridRinger(std::vector<mlx5::SqDesc> sqs) : sqs_(std::move(sqs)) {}
+  ~HybridRinger() { stop(); }
+  void start();
+  void stop();
+  uint64_t rings() const { return rings_.load(); }
+
+ private:
+  std::vector<mlx5::SqDesc> sqs_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> rings_{0};
+  std::thread thread_;
+};
+
+class Session {
+ public:
+  explicit Session(const SessionConfig& cfg);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  softnic::SoftNic& nic() { return *nic_; }
+  const SessionConfig& config() const { return cfg_; }
+  // Registers a buffer (device pointers are valid for the gpu engine through peer access).
+  softnic::MemoryRegionHandle register_mr(void* p, uint64_t bytes, uint32_t access);
+  void start_engine();
+  void stop_engine();  // throws when the engine failed (watchdog, kernel error)
+  softnic::Counters engine_counters() const;
+  // The device context (pointers into producer GPU memory); pass by value to kernels.
+  Context context() const { return ctx_; }
+  // Clears the error report; returns the last one as a message ("" when none).
+  std::string take_error();
+  DeviceQp* device_qps() const { return d_qps_; }
+  // Re-reads the device QP heads (used by tests).
+  std::vector<DeviceQp> read_qps() const;
+  // Scratch SQ ring (64 WQEBBs) and doorbell word in the same memory as the QPs' own, never
+  // polled by the engine: the benchmark's "floor" stores there.
+  uint8_t* floor_sq() const { return static_cast<uint8_t*>(floor_sq_); }
+  uint64_t* floor_doorbell() const { return static_cast<uint64_t*>(floor_db_); }
+
+ private:
+  SessionConfig cfg_;
+  std::unique_ptr<softnic::SoftNic> nic_;
+  std::unique_ptr<softnic::CpuEngine> cpu_;
+  std::unique_ptr<softnic::GpuEngine> gpu_;
+  std::unique_ptr<HybridRinger> ringer_;
+  DeviceQp* d_qps_ = nullptr;
+  ErrorReport* d_err_ = nullptr;
+  softnic::MemoryPlace sq_place_{}, db_place_{};
+  void* floor_sq_ = nullptr;
+  void* floor_db_ = nullptr;
+  Context ctx_{};
+};
+
+// Sets up peer access between two GPUs in both directions (no-op for one GPU).
+void enable_peer_access(int a, int b);
+
+}  // namespace gicomm::gda

@@ -1,0 +1,62 @@
+// softnic gpu engine: a persistent kernel on one GPU (the peer GPU of the producer, or the same GPU
+// with the engine's blocks occupying some SMs) that polls every QP's doorbell, reads the WQEs
+// wherever the queues live (peer GPU memory over NVLink, or pinned host memory), executes them with
+// the same checks as the cpu engine (gicomm/softnic/core.h) and writes the CQEs back.
+//
+// One warp serves a QP at a time: it fetches up to 32 WQEBBs at once (one per lane), validates them
+// in parallel, executes the valid prefix in parallel, orders the payload writes (fence.acq_rel.sys)
+// and then writes the CQEs; anything irregular (a stale or multi-WQEBB WQE, an error, a QP in
+// error state) goes through the serial path shared with the cpu engine. Payload writes of one
+// chunk may land in any order (as packets of a real NIC may); completions are in order.
+//
+// Stoppable: stop() raises a flag in pinned memory; the kernel also ends by itself at a watchdog
+// deadline (max_runtime_ms) and reports that it did.
+#pragma once
+
+#include <cstdint>
+
+#include "gicomm/softnic/softnic.h"
+
+namespace gicomm::softnic {
+
+struct GpuEngineConfig {
+  int device = 1;            // the GPU the engine kernel runs on
+  int blocks = 0;            // 0: one per SM
+  int warps_per_block = 4;
+  int max_runtime_ms = 300000;  // watchdog: the kernel ends itself after this long
+};
+
+class GpuEngine {
+ public:
+  GpuEngine(SoftNic& nic, const GpuEngineConfig& cfg);
+  ~GpuEngine();
+  GpuEngine(const GpuEngine&) = delete;
+  GpuEngine& operator=(const GpuEngine&) = delete;
+
+  // Snapshots the key tables and every QP's engine state to the engine GPU and launches the
+  // kernel. QPs and memory regions created later are not seen until the next start().
+  void start();
+  // Raises the stop flag and waits up to timeout_ms; copies QP states back to the SoftNic so the
+  // next engine continues where this one stopped. Throws when the kernel does not end in time or
+  // reported a failure (watchdog).
+  void stop(int timeout_ms = 5000);
+  bool running() const { return running_; }
+  Counters counters() const { return last_counters_; }  // valid after stop()
+  int warps() const { return total_warps_; }
+
+ private:
+  SoftNic& nic_;
+  GpuEngineConfig cfg_;
+  bool running_ = false;
+  int total_warps_ = 0;
+  uint32_t num_qps_ = 0;
+  void* d_qps_ = nullptr;
+  void* d_mrs_ = nullptr;
+  void* d_dcts_ = nullptr;
+  void* d_counters_ = nullptr;
+  int* h_flags_ = nullptr;  // pinned: [0] stop, [1] watchdog fired
+  void* stream_ = nullptr;
+  Counters last_counters_{};
+};
+
+}  // namespace gicomm::softnic

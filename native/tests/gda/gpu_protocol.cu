@@ -1,0 +1,312 @@
+// GPU protocol check of mini-gda on the softnic (needs a GPU; two for the gpu engine).
+//
+// For each engine (softnic-cpu: queues in pinned host memory; softnic-gpu: queues in GPU 0, engine
+// kernel on GPU 1) and each submission mode (per-thread, lock, hand-off, warp-cooperative, hybrid):
+// GPU threads post inline and pointer RDMA writes of 8..20 bytes with batches of 1..8 WQEs per
+// doorbell to unique destination slots; the host then checks every payload byte and that nothing
+// else was written, that the engine executed exactly the WQEs posted with no error CQE, and that
+// each QP's last CQE names its last WQE. Then: all seven ordering variants (per-thread mode), an
+// error CQE (bad rkey) reported by the GPU with its syndrome, and a timeout (engine stopped) that
+// ends the kernel with the QP and counters instead of hanging.
+// Exit: 0 pass, 1 fail, 77 no GPU (ctest SKIP).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gicomm/gda/gda.cuh"
+#include "gicomm/gda/session.h"
+#include "gicomm/softnic/gpu_engine.h"
+
+using namespace gicomm;
+using namespace gicomm::gda;
+
+static int failures = 0;
+#define CHECK(c, ...)                                 \
+  do {                                                \
+    if (!(c)) {                                       \
+      ++failures;                                     \
+      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);              \
+      std::fprintf(stderr, "\n");                     \
+    }                                                 \
+  } while (0)
+#define CUDA(x)                                                                                  \
+  do {                                                                                           \
+    cudaError_t e_ = (x);                                                                        \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "CUDA %s: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+enum Mode { kThread = 0, kLock = 1, kHandoff = 2, kWarp = 3, kHybrid = 4 };
+static const char* mode_name(int m) {
+  const char* n[] = {"thread", "lock", "handoff", "warp", "hybrid"};
+  return n[m];
+}
+
+constexpr uint32_t kSlot = 32;
+
+__host__ __device__ inline uint64_t pattern(uint32_t t, uint32_t j) {
+  uint64_t x = (uint64_t(t) << 32) ^ (j * 0x9e3779b97f4a7c15ull) ^ 0x5bd1e995ull;
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ull;
+  return x ^ (x >> 32);
+}
+__host__ __device__ inline uint32_t op_length(uint32_t j) {
+  const uint32_t lens[4] = {8, 8, 16, 20};
+  return lens[j % 4];
+}
+__host__ __device__ inline bool op_inline(uint32_t j) { return (j % 4) == 0 || (j % 4) == 3; }
+
+struct Buffers {
+  uint8_t* dst;   // slots, poisoned with 0xee
+  uint8_t* src;   // per-op source bytes (pointer payloads and inline sources)
+  uint32_t dst_rkey, src_lkey;
+};
+
+__device__ inline PutOp make_op(const Buffers& b, uint32_t t, uint32_t j, uint32_t ops_per_thread) {
+  const uint64_t slot = uint64_t(t) * ops_per_thread + j;
+  PutOp op{};
+  op.raddr = reinterpret_cast<uint64_t>(b.dst + slot * kSlot);
+  op.rkey = b.dst_rkey;
+  op.lkey = b.src_lkey;
+  op.laddr = reinterpret_cast<uint64_t>(b.src + slot * kSlot);
+  op.length = op_length(j);
+  op.inline_data = op_inline(j);
+  op.value = pattern(t, j);
+  return op;
+}
+
+template <int M, class Order>
+__global__ void protocol_kernel(Context ctx, Buffers b, uint32_t ops_per_thread) {
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t nthreads = gridDim.x * blockDim.x;
+  const uint32_t qpi = (M == kWarp) ? (t / 32) % ctx.num_qps : t % ctx.num_qps;
+  DeviceQp* qp = &ctx.qps[qpi];
+  if (M == kThread || M == kHybrid) {
+    // Threads own QPs: thread t uses QP t (the launch has as many threads as QPs).
+    if (t >= ctx.num_qps) return;
+    ThreadQp tq(qp);
+    HybridThreadQp hq(qp);
+    for (uint32_t j = 0; j < ops_per_thread; ++j) {
+      const uint32_t batch = 1 + (t + j / 8) % 8;
+      const bool last = (j % batch) == batch - 1 || j + 1 == ops_per_thread;
+      const PutOp op = make_op(b, t, j, ops_per_thread);
+      const bool ok = (M == kThread) ? tq.put<Order>(ctx, op, last) : hq.put(ctx, op, last);
+      if (!ok) return;
+    }
+    if (M == kThread) {
+      tq.quiet(ctx);
+      tq.flush();
+    } else {
+      hq.t.quiet(ctx);
+      hq.t.flush();
+    }
+    return;
+  }
+  if (M == kWarp) {
+    for (uint32_t j = 0; j < ops_per_thread; ++j)
+      if (!put_warp<Order>(ctx, *qp, make_op(b, t, j, ops_per_thread))) return;
+  } else {
+    PutOp ops[8];
+    for (uint32_t j = 0; j < ops_per_thread;) {
+      const uint32_t n = min(1 + (t + j) % 8, ops_per_thread - j);
+      for (uint32_t i = 0; i < n; ++i) ops[i] = make_op(b, t, j + i, ops_per_thread);
+      const bool ok = (M == kLock) ? put_locked<Order>(ctx, *qp, ops, n) : put_handoff<Order>(ctx, *qp, ops, n);
+      if (!ok) return;
+      j += n;
+    }
+  }
+  (void)nthreads;
+  quiet_qp(ctx, *qp);
+}
+
+struct Alloc {
+  bool pinned;
+  int dev;
+  void* p = nullptr;
+  size_t bytes;
+  Alloc(bool pinned_, int dev_, size_t n) : pinned(pinned_), dev(dev_), bytes(n) {
+    if (pinned) {
+      CUDA(cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable));
+    } else {
+      CUDA(cudaSetDevice(dev));
+      CUDA(cudaMalloc(&p, n));
+    }
+  }
+  ~Alloc() {
+    if (pinned) {
+      cudaFreeHost(p);
+    } else {
+      cudaFree(p);
+    }
+  }
+  void upload(const void* h) { CUDA(cudaMemcpy(p, h, bytes, cudaMemcpyDefault)); }
+  void download(void* h) const { CUDA(cudaMemcpy(h, p, bytes, cudaMemcpyDefault)); }
+};
+
+template <int M, class Order>
+static void run_mode(const std::string& engine, uint32_t num_qps, uint32_t threads, uint32_t ops) {
+  SessionConfig sc;
+  sc.engine = engine;
+  sc.num_qps = num_qps;
+  sc.sq_wqebbs = 256;
+  sc.hybrid = M == kHybrid;
+  sc.timeout_ms = 5000;
+  Session s(sc);
+  const bool host_buffers = engine == "softnic-cpu";
+  const size_t slots = size_t(threads) * ops;
+  Alloc dst(host_buffers, 0, slots * kSlot), src(host_buffers, 0, slots * kSlot);
+  std::vector<uint8_t> hsrc(slots * kSlot), hdst(slots * kSlot, 0xee);
+  for (uint32_t t = 0; t < threads; ++t)
+    for (uint32_t j = 0; j < ops; ++j)
+      for (uint32_t k = 0; k < kSlot; ++k)
+        hsrc[(size_t(t) * ops + j) * kSlot + k] = static_cast<uint8_t>(pattern(t, j) >> ((k % 8) * 8)) ^ uint8_t(k / 8);
+  src.upload(hsrc.data());
+  dst.upload(hdst.data());
+  Buffers b;
+  b.dst = static_cast<uint8_t*>(dst.p);
+  b.src = static_cast<uint8_t*>(src.p);
+  b.dst_rkey = s.register_mr(dst.p, dst.bytes, softnic::kAccessRemoteWrite).rkey;
+  b.src_lkey = s.register_mr(src.p, src.bytes, 0).lkey;
+  s.start_engine();
+  CUDA(cudaSetDevice(0));
+  const uint32_t block = threads < 128 ? threads : 128;
+  protocol_kernel<M, Order><<<(threads + block - 1) / block, block>>>(s.context(), b, ops);
+  CUDA(cudaGetLastError());
+  CUDA(cudaDeviceSynchronize());
+  const std::string err = s.take_error();
+  s.stop_engine();
+  const softnic::Counters c = s.engine_counters();
+  const std::string label = engine + "/" + mode_name(M) + "/" + Order::name;
+  CHECK(err.empty(), "%s: kernel reported: %s", label.c_str(), err.c_str());
+  CHECK(c.wqes == slots && c.errors == 0 && c.flushes == 0, "%s: engine executed %llu WQEs (%llu errors), expected %zu",
+        label.c_str(), (unsigned long long)c.wqes, (unsigned long long)c.errors, slots);
+  dst.download(hdst.data());
+  size_t bad = 0;
+  for (uint32_t t = 0; t < threads; ++t)
+    for (uint32_t j = 0; j < ops; ++j) {
+      const uint8_t* slot = &hdst[(size_t(t) * ops + j) * kSlot];
+      const uint32_t len = op_length(j);
+      uint8_t expect[kSlot];
+      if (op_inline(j) && len == 8) {
+        const uint64_t v = pattern(t, j);
+        std::memcpy(expect, &v, 8);
+      } else {
+        std::memcpy(expect, &hsrc[(size_t(t) * ops + j) * kSlot], len);
+      }
+      bool ok = std::memcmp(slot, expect, len) == 0;
+      for (uint32_t k = len; k < kSlot; ++k) ok = ok && slot[k] == 0xee;
+      if (!ok && bad++ < 3)
+        std::fprintf(stderr, "%s: slot t=%u j=%u len=%u wrong\n", label.c_str(), t, j, len);
+    }
+  CHECK(bad == 0, "%s: %zu of %zu slots wrong", label.c_str(), bad, slots);
+  // Each QP's collapsed CQE names its last WQE.
+  const auto qps = s.read_qps();
+  for (uint32_t i = 0; i < num_qps; ++i) {
+    mlx5::Cqe64 cqe;
+    CUDA(cudaMemcpy(&cqe, qps[i].cqe, sizeof cqe, cudaMemcpyDefault));
+    const mlx5::CqeFields f = mlx5::decode_cqe(cqe);
+    const uint64_t posted = qps[i].resv_head;
+    if (posted == 0) continue;
+    CHECK(f.opcode == mlx5::kCqeReq && f.wqe_counter == static_cast<uint16_t>(posted - 1),
+          "%s: QP %u last CQE opcode %u counter %u, expected counter %u", label.c_str(), i, f.opcode, f.wqe_counter,
+          unsigned(static_cast<uint16_t>(posted - 1)));
+  }
+  std::printf("%-40s %6zu WQEs ok (stale retries %llu)\n", label.c_str(), slots, (unsigned long long)c.stale_retries);
+}
+
+// Bad rkey: the GPU must see the error CQE and report its syndrome.
+__global__ void bad_rkey_kernel(Context ctx, uint64_t raddr, uint32_t rkey) {
+  ThreadQp tq(&ctx.qps[0]);
+  PutOp op{};
+  op.raddr = raddr;
+  op.rkey = rkey ^ 0x100;
+  op.length = 8;
+  op.inline_data = true;
+  op.value = 42;
+  if (tq.put<order::GpuFence>(ctx, op, true)) tq.quiet(ctx);
+}
+
+// Engine stopped: the quiet must time out with the QP and counters.
+__global__ void timeout_kernel(Context ctx, uint64_t raddr, uint32_t rkey) {
+  ThreadQp tq(&ctx.qps[0]);
+  PutOp op{};
+  op.raddr = raddr;
+  op.rkey = rkey;
+  op.length = 8;
+  op.inline_data = true;
+  if (tq.put<order::GpuFence>(ctx, op, true)) tq.quiet(ctx);
+}
+
+static void run_failures(const std::string& engine) {
+  for (int which = 0; which < 2; ++which) {
+    SessionConfig sc;
+    sc.engine = engine;
+    sc.num_qps = 1;
+    sc.timeout_ms = 300;
+    Session s(sc);
+    Alloc dst(engine == "softnic-cpu", 0, 4096);
+    const auto mr = s.register_mr(dst.p, 4096, softnic::kAccessRemoteWrite);
+    CUDA(cudaSetDevice(0));
+    if (which == 0) {
+      s.start_engine();
+      bad_rkey_kernel<<<1, 1>>>(s.context(), mr.addr, mr.rkey);
+    } else {
+      timeout_kernel<<<1, 1>>>(s.context(), mr.addr, mr.rkey);  // no engine running
+    }
+    CUDA(cudaDeviceSynchronize());
+    const std::string err = s.take_error();
+    s.stop_engine();
+    if (which == 0) {
+      CHECK(err.find("error CQE") != std::string::npos && err.find("syndrome 0x13") != std::string::npos,
+            "%s: bad rkey: expected an error CQE with syndrome 0x13, got '%s'", engine.c_str(), err.c_str());
+    } else {
+      CHECK(err.find("CQ poll") != std::string::npos && err.find("QP 0") != std::string::npos &&
+                err.find("expected 1, last seen 0") != std::string::npos,
+            "%s: timeout: expected a CQ-poll timeout naming QP 0 and counters, got '%s'", engine.c_str(), err.c_str());
+    }
+    std::printf("%-40s reported: %s\n", (engine + (which ? "/timeout" : "/bad-rkey")).c_str(), err.c_str());
+  }
+}
+
+template <class Order>
+static void run_variant(const std::string& engine) {
+  run_mode<kThread, Order>(engine, 16, 16, 300);
+}
+
+int main(int argc, char** argv) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::printf("SKIP: no GPU visible\n");
+    return 77;
+  }
+  std::vector<std::string> engines = {"softnic-cpu"};
+  if (ndev >= 2) engines.push_back("softnic-gpu");
+  if (argc > 1) engines = {argv[1]};
+  for (const std::string& e : engines) {
+    run_mode<kThread, order::GpuFence>(e, 64, 64, 400);
+    run_mode<kLock, order::GpuFence>(e, 8, 256, 64);
+    run_mode<kHandoff, order::GpuFence>(e, 8, 256, 64);
+    run_mode<kWarp, order::GpuFence>(e, 8, 256, 64);
+    run_mode<kHybrid, order::GpuFence>(e, 16, 16, 300);
+    run_variant<order::None>(e);
+    run_variant<order::FencedDbrec>(e);
+    run_variant<order::GpuRelease>(e);
+    run_variant<order::ThreadFence>(e);
+    run_variant<order::SysRelease>(e);
+    run_variant<order::SysFence>(e);
+    run_failures(e);
+  }
+  if (ndev < 2) std::printf("note: one GPU only: the gpu engine (peer GPU) was not checked\n");
+  if (failures) {
+    std::printf("gpu protocol: %d FAILURES\n", failures);
+    return 1;
+  }
+  std::printf("gpu protocol: all checks passed\n");
+  return 0;
+}
