@@ -1,0 +1,116 @@
+"""Parsers for what upstream benchmarks print, one module per tool, all returning `Row`s that
+`to_records` turns into gicomm records (workflow/schemas/record.schema.yaml).
+
+Upstream tools mostly print one summary number per line (an average, a minimum, a typical value).
+Such a number becomes a record with ``stats.n = 1`` and ``p50`` = that number, and the record's
+``params.upstream_stat`` says which statistic the tool printed, so an average is never mistaken for
+a median. Times are converted to ns, rates to Mmsg/s, bandwidths to GB/s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+Scalar = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class Row:
+    """One number an upstream tool printed."""
+
+    metric: str
+    unit: str
+    value: float
+    upstream_stat: str  # avg | min | max | typical | p99 | p99.9 | stdev | peak | value
+    params: dict[str, Scalar] = field(default_factory=dict)
+
+
+class ParseError(ValueError):
+    """The text is not in the format the parser expects (names the line)."""
+
+
+def us_to_ns(v: float) -> float:
+    return v * 1e3
+
+
+def ms_to_ns(v: float) -> float:
+    return v * 1e6
+
+
+def to_records(
+    rows: Iterable[Row],
+    *,
+    campaign: str,
+    host: str,
+    platform: str,
+    experiment: str,
+    transport: str,
+    nic_backend: str,
+    run_index: int,
+    provenance_id: str,
+    params: dict[str, Scalar] | None = None,
+    sm_clock_mhz: float | None = None,
+) -> list[dict[str, Any]]:
+    """Records for `rows`, one per printed number."""
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    out = []
+    for row in rows:
+        p: dict[str, Scalar] = {**(params or {}), **row.params, "upstream_stat": row.upstream_stat}
+        out.append(
+            {
+                "schema_version": 1,
+                "campaign": campaign,
+                "host": host,
+                "platform": platform,
+                "experiment": experiment,
+                "transport": transport,
+                "nic_backend": nic_backend,
+                "params": p,
+                "metric": row.metric,
+                "unit": row.unit,
+                "stats": {"n": 1, "p50": row.value},
+                "sm_clock_mhz": sm_clock_mhz,
+                "run_index": run_index,
+                "provenance_id": provenance_id,
+                "status": "ok",
+                "timestamp": now,
+            }
+        )
+    return out
+
+
+def _registry() -> dict[str, Callable[[str], list[Row]]]:
+    from gicomm.baselines.parsers import (
+        deepep,
+        fabric_lib,
+        mscclpp,
+        nccl_tests,
+        nvshmem_perftest,
+        perftest,
+        uccl_ep,
+    )
+
+    return {
+        "nvshmem-perftest": nvshmem_perftest.parse,
+        "nccl-tests": nccl_tests.parse,
+        "deepep-low-latency": deepep.parse,
+        "uccl-ep-low-latency": uccl_ep.parse,
+        "mscclpp-mp-unit": mscclpp.parse,
+        "perftest": perftest.parse,
+        "fabric-debug": fabric_lib.parse,
+    }
+
+
+def parser_names() -> list[str]:
+    return sorted(_registry())
+
+
+def parse(tool: str, text: str) -> list[Row]:
+    """Parse `text` printed by `tool` (one of parser_names())."""
+    reg = _registry()
+    if tool not in reg:
+        raise ParseError(f"no parser for {tool!r}; known: {', '.join(sorted(reg))}")
+    return reg[tool](text)
