@@ -4,7 +4,9 @@
 # rings, cold and warm; worker_ceiling: the same workers with no NIC), check the verbs no-device
 # exit, record the GPU clocks before and after, and leave everything under $OUT (<= 8 files):
 #   env.txt log.txt proxy_one_op-runN.jsonl proxy_msg_rate-runN.jsonl proxy_worker_ceiling-runN.jsonl
-# Usage (repository root): RUNS=2 native/bench/proxy/device_run.sh
+# Usage (repository root): RUNS=2 [SET=main|followup] [SKIP_CTEST=1] native/bench/proxy/device_run.sh
+#   SET=main: the sweep of the first call; SET=followup: enqueue-only issue timing with the store
+#   scope variants, and rings > workers so one worker is fed by several producers.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/tmp/proxy-out}
@@ -33,14 +35,14 @@ cmake -S native -B "$build" -DGICOMM_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release >>
 rc=$?
 [ $rc -ne 0 ] && { tail -40 "$log"; echo "build failed"; exit 1; }
 cmake --build "$build" -j 16 --target proxy_verbs_test >> "$log" 2>&1 || echo "(no rdma-core here: verbs test not built)" | tee -a "$log"
-(cd "$build" && ctest -L proxy --output-on-failure 2>&1 | tail -15) | tee -a "$log"
+[ -z "${SKIP_CTEST:-}" ] && (cd "$build" && ctest -L proxy --output-on-failure 2>&1 | tail -15) | tee -a "$log"
 bench="$build/bin/gicomm-bench-proxy"
 [ -x "$bench" ] || bench=$(find "$build" -name gicomm-bench-proxy -type f | head -1)
 
 pts=/tmp/proxy-points; mkdir -p "$pts"
-python3 - "$pts" <<'PY'
+python3 - "$pts" "${SET:-main}" <<'PY'
 import json, sys, itertools
-d = sys.argv[1]
+d, which = sys.argv[1], sys.argv[2]
 def write(name, rows):
     with open(f"{d}/{name}.jsonl", "w") as f:
         for p in rows:
@@ -60,6 +62,23 @@ for enq, comp, b in [("baseline", "host", 1), ("baseline", "host", 16), ("tuned"
     rate.append(dict(mode="rate", enqueue=enq, completion=comp, state="warm", workers=1, rings=1, batch=b))
 ceil = [dict(mode="rate", enqueue="tuned", completion="host", state="warm", workers=w, rings=w, batch=b)
         for w, b in itertools.product([1, 8], [1, 16])]
+if which == "followup":
+    def pt(**k):
+        k.setdefault("completion", "host"); k.setdefault("batch", 1); k.setdefault("store", "sys")
+        return k
+    one = [pt(mode="issue", enqueue=e, state=s, workers=1, rings=1)
+           for e, s in itertools.product(["baseline", "tuned"], ["cold", "warm"])]
+    one += [pt(mode="issue", enqueue="tuned", completion="gpu", state="warm", workers=1, rings=1)]
+    one += [pt(mode="issue", enqueue="tuned", state="warm", workers=1, rings=1, store=st) for st in ["gpu", "weak"]]
+    one += [pt(mode="pingpong", enqueue="tuned", state=s, workers=2, rings=2) for s in ["cold", "warm"]]
+    one += [pt(mode="pingpong", enqueue="tuned", state="warm", workers=2, rings=2, store="weak")]
+    rate = [pt(mode="rate", enqueue="tuned", state=s, workers=1, rings=8, batch=b)
+            for s, b in itertools.product(["cold", "warm"], [1, 4, 16])]
+    rate += [pt(mode="rate", enqueue="tuned", state="warm", workers=8, rings=32, batch=b) for b in [1, 4, 16]]
+    rate += [pt(mode="rate", enqueue="tuned", state="warm", workers=1, rings=1, batch=b) for b in [1, 16]]
+    rate += [pt(mode="rate", enqueue="tuned", state="warm", workers=1, rings=r, batch=16, store="weak") for r in [1, 8]]
+    ceil = [pt(mode="rate", enqueue="tuned", state="warm", workers=1, rings=8, batch=b) for b in [1, 4, 16]]
+    ceil += [pt(mode="rate", enqueue="tuned", state="warm", workers=8, rings=32, batch=b) for b in [1, 16]]
 write("proxy_one_op", one); write("proxy_msg_rate", rate); write("proxy_worker_ceiling", ceil)
 PY
 
@@ -88,7 +107,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/*.jsonl")):
     for line in open(f):
         r = json.loads(line)
         p = r["params"]
-        key = f'{r["experiment"][6:]:<14} {p.get("mode",""):<8} {p.get("enqueue",""):<8} {p.get("completion",""):<4} {p.get("state",""):<4} w{p.get("workers","")} r{p.get("rings","")} b{p.get("batch","")} run{r["run_index"]}'
+        key = f'{r["experiment"][6:]:<14} {p.get("mode",""):<8} {p.get("enqueue",""):<8} {p.get("completion",""):<4} {p.get("state",""):<4} {p.get("store","-"):<4} w{p.get("workers","")} r{p.get("rings","")} b{p.get("batch","")} run{r["run_index"]}'
         if r["status"] != "ok":
             print(key, "FAILED:", r.get("error", "")[:160]); continue
         s = r["stats"]

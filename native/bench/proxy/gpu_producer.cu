@@ -20,13 +20,28 @@ __device__ void report(const ProducerArgs& a, const proxy::WaitError& e, uint64_
   d->flag = 1u;
 }
 
+// The request of `index` on ring `r`: computed before the timed enqueue, as a caller would have
+// its request ready before handing it over.
+struct Request {
+  uint64_t value;
+  uint32_t info;
+};
+__device__ __forceinline__ Request request_of(const ProducerArgs& a, uint32_t r, uint64_t index) {
+  return Request{payload_value(r, index),
+                 proxy::make_info(proxy::Op::write_inline, payload_slot(r, a.window, index), false)};
+}
+
 __device__ __forceinline__ uint64_t enqueue(const ProducerArgs& a, const proxy::RingView& ring,
-                                            proxy::TunedProducer& tp, uint32_t r, uint64_t index,
-                                            proxy::WaitError* e) {
-  const uint64_t v = payload_value(r, index);
-  const uint32_t info = proxy::make_info(proxy::Op::write_inline, payload_slot(r, a.window, index), false);
-  return a.tuned_mode ? proxy::enqueue_tuned(ring, tp, v, info, a.timeout_ns, e)
-                      : proxy::enqueue_baseline(ring, v, info, a.timeout_ns, e);
+                                            proxy::TunedProducer& tp, const Request& q, proxy::WaitError* e) {
+  if (!a.tuned_mode) return proxy::enqueue_baseline(ring, q.value, q.info, a.timeout_ns, e);
+  switch (a.store_scope) {
+    case 1:
+      return proxy::enqueue_tuned<proxy::StoreScope::gpu>(ring, tp, q.value, q.info, a.timeout_ns, e);
+    case 2:
+      return proxy::enqueue_tuned<proxy::StoreScope::weak>(ring, tp, q.value, q.info, a.timeout_ns, e);
+    default:
+      return proxy::enqueue_tuned<proxy::StoreScope::sys>(ring, tp, q.value, q.info, a.timeout_ns, e);
+  }
 }
 
 __global__ void issue_kernel(ProducerArgs a) {
@@ -38,8 +53,9 @@ __global__ void issue_kernel(ProducerArgs a) {
   const uint64_t total = a.warmup + a.msgs;
   for (uint64_t i = 0; i < total; ++i) {
     const uint64_t index = a.base + i;
+    const Request q = request_of(a, 0, index);
     const long long c0 = clock64();
-    if (enqueue(a, ring, tp, 0, index, &e) == ~0ull) {
+    if (enqueue(a, ring, tp, q, &e) == ~0ull) {
       report(a, e, i);
       break;
     }
@@ -87,8 +103,9 @@ __global__ void pingpong_kernel(ProducerArgs a) {
   for (uint64_t i = 0; i < total; ++i) {
     const uint64_t index = a.base + i;
     if (me == 0) {
+      const Request q = request_of(a, 0, index);
       const long long c0 = clock64();
-      if (enqueue(a, ring, tp, 0, index, &e) == ~0ull) {
+      if (enqueue(a, ring, tp, q, &e) == ~0ull) {
         report(a, e, i);
         break;
       }
@@ -101,7 +118,7 @@ __global__ void pingpong_kernel(ProducerArgs a) {
       }
     } else {
       if (!wait_word(a, 0, payload_slot(0, a.window, index), payload_value(0, index), i)) break;
-      if (enqueue(a, ring, tp, 1, index, &e) == ~0ull) {
+      if (enqueue(a, ring, tp, request_of(a, 1, index), &e) == ~0ull) {
         report(a, e, i);
         break;
       }
@@ -121,7 +138,7 @@ __global__ void rate_kernel(ProducerArgs a) {
   a.c_start[r] = clock64();
   bool ok = true;
   for (uint64_t i = 0; i < a.msgs; ++i) {
-    if (enqueue(a, ring, tp, r, a.base + i, &e) == ~0ull) {
+    if (enqueue(a, ring, tp, request_of(a, r, a.base + i), &e) == ~0ull) {
       report(a, e, i);
       ok = false;
       break;

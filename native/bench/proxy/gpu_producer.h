@@ -30,10 +30,11 @@ struct ProducerArgs {
   proxy::TunedProducer* tuned;   // per ring, GPU memory: producer state carried across launches
   uint32_t nrings;
   uint32_t tuned_mode;           // 1: tuned enqueue, 0: baseline
+  uint32_t store_scope;          // tuned: proxy::StoreScope of the 16-byte store (sys by default)
   uint64_t msgs;                 // operations per ring in this launch (issue mode: measured ops)
   uint64_t warmup;               // issue mode: unrecorded ops before them
   uint64_t base;                 // tickets each ring had before this launch
-  uint32_t window;               // destination words per ring
+  uint32_t window;               // destination words per ring (a power of two)
   uint64_t timeout_ns;           // bound of every GPU wait
   uint64_t* t_start;             // per ring: %globaltimer at start / end
   uint64_t* t_end;
@@ -50,7 +51,7 @@ GICOMM_HD uint64_t payload_value(uint32_t ring, uint64_t index) {
   return (static_cast<uint64_t>(ring + 1) << 48) ^ (index * 0x9E3779B97F4A7C15ull >> 16);
 }
 GICOMM_HD uint32_t payload_slot(uint32_t ring, uint32_t window, uint64_t index) {
-  return ring * window + static_cast<uint32_t>(index % window);
+  return ring * window + static_cast<uint32_t>(index & (window - 1));
 }
 
 // One thread, ring 0, at most one request outstanding: issue cost and round trip per operation.

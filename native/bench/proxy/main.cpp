@@ -18,7 +18,10 @@
 //     cold: workers parked (sleeping, cores idle) for idle_ms before each measured launch, no
 //           warm-up; warm: workers spinning and warm_ms of sustained load before measuring.
 //   idle_ms [200]  warm_ms [200]  msgs [20000]  reps [5]  numa_node [0]  nic_threads [=workers]
-//   window (destination words per ring) [64]
+//   window (destination words per ring, a power of two) [64]
+//   store       sys | gpu | weak                      [sys]  scope of the tuned 16-byte store; only
+//               sys is guaranteed by the memory model to reach the CPU; gpu/weak measure the cost
+//               of the scope (the payload check still verifies every request arrived)
 // --nic-backend softnic-cpu (default) | none | verbs. Payload check after every point: every
 // destination word holds the value of the last request aimed at it.
 #include <cuda_runtime.h>
@@ -61,7 +64,7 @@ namespace {
   } while (0)
 
 struct Config {
-  std::string mode, enqueue, completion, state;
+  std::string mode, enqueue, completion, state, store;
   uint32_t workers, rings, batch, capacity, window, nic_threads, reps, idle_ms, warm_ms;
   int numa_node;
   uint64_t msgs;
@@ -74,6 +77,7 @@ Config parse(const Point& p) {
   c.enqueue = q.get_string("enqueue", "tuned");
   c.completion = q.get_string("completion", "host");
   c.state = q.get_string("state", "warm");
+  c.store = q.get_string("store", "sys");
   c.workers = static_cast<uint32_t>(q.get_int("workers", 1));
   c.rings = static_cast<uint32_t>(q.get_int("rings", c.mode == "pingpong" ? 2 : c.workers));
   c.batch = static_cast<uint32_t>(q.get_int("batch", 1));
@@ -93,7 +97,10 @@ Config parse(const Point& p) {
   if (c.state != "cold" && c.state != "warm") bad("state must be cold or warm, got " + c.state);
   if (c.mode == "issue" && (c.rings != 1 || c.workers != 1)) bad("issue mode uses one ring and one worker");
   if (c.mode == "pingpong" && (c.rings != 2 || c.workers > 2)) bad("pingpong mode uses two rings and 1 or 2 workers");
-  if (c.window == 0 || uint64_t(c.window) * c.rings > proxy::kInfoSlotMask) bad("window out of range");
+  if (!proxy::is_pow2(c.window) || uint64_t(c.window) * c.rings > proxy::kInfoSlotMask)
+    bad("window must be a power of two and window * rings < 2^24");
+  if (c.store != "sys" && c.store != "gpu" && c.store != "weak") bad("store must be sys, gpu or weak, got " + c.store);
+  if (c.store != "sys" && c.enqueue != "tuned") bad("store applies to the tuned enqueue only");
   if (c.nic_threads < 1 || c.nic_threads > 64) bad("nic_threads must be in 1..64");
   if (c.reps < 1 || c.msgs < 1) bad("reps and msgs must be >= 1");
   // workers/batch/rings/capacity are validated by WorkerPool::create with its own messages.
@@ -317,6 +324,7 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
   args.tuned = tuned_state.p;
   args.nrings = c.rings;
   args.tuned_mode = tuned ? 1 : 0;
+  args.store_scope = c.store == "gpu" ? 1u : c.store == "weak" ? 2u : 0u;
   args.window = c.window;
   args.timeout_ns = timeout_ns;
   args.t_start = t0.p;

@@ -140,15 +140,26 @@ GICOMM_HD uint64_t fetch_add_ticket(uint64_t* p) {
 #endif
 }
 
-// One 16-byte store. GPU: a single st.relaxed.sys.v2.b64 (one posted PCIe write of 16 bytes).
+// Scope of the tuned path's 16-byte store on the GPU. `sys` is the protocol's store: a strong
+// (relaxed) system-scope store, which the memory model guarantees becomes visible to the CPU worker.
+// `gpu` and `weak` exist only to measure what the scope costs (bench/proxy, param store=): the PTX
+// model promises the CPU nothing for them, so they are never the default.
+enum class StoreScope : uint32_t { sys = 0, gpu = 1, weak = 2 };
+
+// One 16-byte store. GPU: a single st.v2.b64 (one posted PCIe write of 16 bytes).
 // x86-64 host: one movdqa (atomic for aligned 16-byte accesses on AVX-capable CPUs, Intel SDM
 // vol. 3A 9.1.1). Elsewhere the body is written first and the tag last with a release store, which
 // gives the consumer the same guarantee (it never sees a new tag with an old body).
+template <StoreScope S = StoreScope::sys>
 GICOMM_HD void store16(Desc* slot, const Desc& d) {
 #if defined(__CUDA_ARCH__)
   const uint64_t hi = (static_cast<uint64_t>(d.seq) << 32) | d.info;
-  asm volatile("st.relaxed.sys.global.v2.b64 [%0], {%1, %2};" ::"l"(slot), "l"(d.value), "l"(hi)
-               : "memory");
+  if (S == StoreScope::sys)
+    asm volatile("st.relaxed.sys.global.v2.b64 [%0], {%1, %2};" ::"l"(slot), "l"(d.value), "l"(hi) : "memory");
+  else if (S == StoreScope::gpu)
+    asm volatile("st.relaxed.gpu.global.v2.b64 [%0], {%1, %2};" ::"l"(slot), "l"(d.value), "l"(hi) : "memory");
+  else
+    asm volatile("st.global.v2.b64 [%0], {%1, %2};" ::"l"(slot), "l"(d.value), "l"(hi) : "memory");
 #elif defined(__x86_64__)
   const __m128i v = _mm_set_epi32(static_cast<int>(d.seq), static_cast<int>(d.info),
                                   static_cast<int>(d.value >> 32), static_cast<int>(d.value));
@@ -245,6 +256,7 @@ struct TunedProducer {
   uint64_t cached_head;  // last consumer progress seen
 };
 
+template <StoreScope S = StoreScope::sys>
 GICOMM_HD uint64_t enqueue_tuned(const RingView& r, TunedProducer& p, uint64_t value, uint32_t info,
                                  uint64_t timeout_ns, WaitError* err) {
   const uint64_t ticket = p.tail;
@@ -265,7 +277,7 @@ GICOMM_HD uint64_t enqueue_tuned(const RingView& r, TunedProducer& p, uint64_t v
   d.value = value;
   d.info = info;
   d.seq = tag_of(ticket);
-  store16(&r.slots[ticket & (r.capacity - 1)], d);  // the whole hand-off: one 16-byte store
+  store16<S>(&r.slots[ticket & (r.capacity - 1)], d);  // the whole hand-off: one 16-byte store
   p.tail = ticket + 1;
   return ticket;
 }
