@@ -48,95 +48,83 @@ def _rec(campaign: str, run: int, rng: np.random.Generator, p50: float, **kw: ob
     )  # fmt: skip
 
 
+# (experiment, transport, backend, metric, unit, params, p50) of every synthetic point.
+def _points(backend: str) -> list[tuple]:
+    pts: list[tuple] = []
+    for be, comp in ((backend, 4030.0), ("mlx5", 8000.0)):  # mlx5 completion: far off on purpose
+        for payload, extra in (("inline", 0.0), ("pointer", 610.0)):
+            p = {"payload": payload, "size": 8}
+            pts += [
+                ("one_op", "mini-gda", be, "issue_ns", "ns", p, 700.0),
+                ("one_op", "mini-gda", be, "completion_ns", "ns", p, comp + extra),
+                ("one_op", "mini-gda", be, "rtt_ns", "ns", p, comp + extra + 2800.0),
+            ]
+    for enq, issue in (("tuned", 130.0), ("baseline", 2270.0)):
+        pts.append(("one_op", "mini-proxy", backend, "issue_ns", "ns", {"enqueue": enq}, issue))
+    for ordering, issue in (
+        ("none", 190.0),
+        ("gpu_fence", 700.0),
+        ("threadfence", 1220.0),
+        ("sys_release", 2370.0),
+        ("sys_fence", 2620.0),
+    ):
+        pts.append(
+            ("ordering", "mini-gda", backend, "issue_ns", "ns", {"ordering": ordering}, issue)
+        )
+    for transport, shared, reserved in (
+        ("mini-proxy", 2.19e6, 1.15e5),
+        ("nccl-gin-gdaki", 27300.0, 13900.0),
+    ):
+        for queue, v in (("shared", shared), ("reserved", reserved)):
+            for ctas, scale in ((0, 0.1), (64, 1.0)):
+                pts.append(
+                    (
+                        "loaded_rtt",
+                        transport,
+                        "mlx5",
+                        "rtt_ns",
+                        "ns",
+                        {"queue": queue, "bg_ctas": ctas},
+                        v * scale,
+                    )
+                )
+    for n in (256, 512, 1024, 2048, 4096, 8192):
+        rate = 240.0 if n <= 1024 else 240.0 * (n / 1024) ** -0.8
+        pts.append(
+            (
+                "connection_scaling",
+                "mini-gda",
+                "mlx5",
+                "msg_rate",
+                "Mmsg/s",
+                {"active_qps": n, "direction": "send_recv"},
+                rate,
+            )
+        )
+    for metric, regs in (("registers_base", 29.0), ("registers", 32.0)):
+        pts.append(("kernel_cost", "mini-gda", backend, metric, "count", {"size": 8}, regs))
+    return pts  # fmt: skip
+
+
 def synthetic_records(campaign: str = "synth", backend: str = "softnic-cpu") -> list[dict]:
     rng = np.random.default_rng(7)
     out: list[dict] = []
     for run in range(RUNS):
-
-        def r(p50: float, run: int = run, **kw: object) -> None:
-            kw.setdefault("nic_backend", backend)
-            out.append(_rec(campaign, run, rng, p50, **kw))
-
-        for payload, comp in (("inline", 4030.0), ("pointer", 4640.0)):
-            r(700.0, experiment="one_op", metric="issue_ns", params={"payload": payload, "size": 8})
-            r(
-                comp,
-                experiment="one_op",
-                metric="completion_ns",
-                params={"payload": payload, "size": 8},
-            )
-            r(
-                comp + 2800,
-                experiment="one_op",
-                metric="rtt_ns",
-                params={"payload": payload, "size": 8},
-            )
-        for enq, issue in (("tuned", 130.0), ("baseline", 2270.0)):
-            r(
-                issue,
-                experiment="one_op",
-                transport="mini-proxy",
-                metric="issue_ns",
-                params={"enqueue": enq, "size": 8},
-            )
-        for ordering, issue in (
-            ("none", 190.0),
-            ("gpu_fence", 700.0),
-            ("threadfence", 1220.0),
-            ("sys_release", 2370.0),
-            ("sys_fence", 2620.0),
-        ):
-            r(issue, experiment="ordering", metric="issue_ns", params={"ordering": ordering})
-        for f in (600.0, 1000.0, 1400.0, 1800.0):
-            out.append(
-                _rec(
-                    campaign,
-                    run,
-                    rng,
-                    2000.0 * 1000.0 / f + 300.0,
-                    experiment="sm_clock",
-                    metric="issue_ns",
-                    nic_backend=backend,
-                    sm_clock_mhz=f,
-                    params={"sm_clock_mhz": f},
-                )
-            )
-        for n in (256, 512, 1024, 2048, 4096, 8192):
-            rate = 240.0 if n <= 1024 else 240.0 * (n / 1024) ** -0.8
-            r(
-                rate,
-                experiment="connection_scaling",
-                metric="msg_rate",
-                unit="Mmsg/s",
-                nic_backend="mlx5",
-                params={"active_qps": n, "direction": "send_recv"},
-            )
-        for code, regs in (("absent", 29.0), ("dormant", 32.0)):
-            r(
-                regs,
-                experiment="kernel_cost",
-                metric="registers",
-                unit="count",
-                params={"code": code},
-            )
-        out.append(
-            make_record(
-                campaign=campaign,
-                run_index=run,
-                experiment="goodput",
-                metric="goodput",
-                unit="GB/s",
-                status="skipped",
-                stats=None,
-                error="needs an RDMA NIC (none found)",
-                params={"size": 4096},
-            )
-        )
+        for exp, transport, be, metric, unit, params, p50 in _points(backend):
+            out.append(_rec(campaign, run, rng, p50, experiment=exp, transport=transport,
+                            nic_backend=be, metric=metric, unit=unit, params=params))  # fmt: skip
+        for f in (600.0, 1000.0, 1400.0, 1800.0):  # the clock sweep: T = 2000 cycles / f + 300 ns
+            out.append(_rec(campaign, run, rng, 2000.0 * 1000.0 / f + 300.0, experiment="sm_clock",
+                            metric="issue_ns", nic_backend=backend, sm_clock_mhz=f,
+                            params={"sm_clock_mhz": f}))  # fmt: skip
+        skipped = make_record(campaign=campaign, run_index=run, experiment="goodput",
+                              metric="goodput", unit="GB/s", status="skipped",
+                              error="needs an RDMA NIC (none found)", params={"size": 4096})  # fmt: skip
+        skipped.pop("stats")
+        out.append(skipped)
     for rec in out:
-        if rec.get("stats") is None:
-            rec.pop("stats")
         check_record(rec, "synthetic")
-    return out  # fmt: skip
+    return out
 
 
 def write_archived_campaign(root: Path, campaign: str = "synth") -> Path:

@@ -113,8 +113,8 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
             p50=("p50", "median"), p99=("p99", "median"), n=("n", "sum")
         )
         lo, hi = bootstrap_median_ci(per_run["p50"].to_numpy())
-        clocks = pd.to_numeric(g["sm_clock_mhz"], errors="coerce")
-        cpu = pd.to_numeric(g.get("cpu_clock_mhz"), errors="coerce")
+        clocks = _numeric(g, "sm_clock_mhz")
+        cpu = _numeric(g, "cpu_clock_mhz")
         p99 = per_run["p99"].dropna()
         rows.append(
             dict(zip(keys, key, strict=True))
@@ -139,6 +139,12 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
     for c in param_columns(out):
         out[c] = _restore_numeric(out[c])
     return out
+
+
+def _numeric(g: pd.DataFrame, column: str) -> pd.Series:
+    if column not in g:
+        return pd.Series(np.nan, index=g.index, dtype=float)
+    return pd.to_numeric(g[column], errors="coerce")
 
 
 def _restore_numeric(s: pd.Series) -> pd.Series:

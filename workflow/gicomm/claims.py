@@ -90,6 +90,17 @@ class CampaignContext:
         return sorted(d.loc[d["status"] != "ok", "error"].dropna().astype(str).unique())[:2]
 
 
+PLATFORM_GPUS = {"h100": "H100", "h200": "H200", "b200": "B200", "gb200": "GB200"}
+
+
+def platform_gpus(summary: pd.DataFrame) -> list[str]:
+    """GPU models named by the records' platform (used when no host probe was archived)."""
+    if summary.empty or "platform" not in summary:
+        return []
+    names = {PLATFORM_GPUS.get(str(p).lower()) for p in summary["platform"].dropna().unique()}
+    return sorted(n for n in names if n)
+
+
 def gpu_models(hardware: list[dict[str, Any]]) -> list[str]:
     names = []
     for hw in hardware:
@@ -389,7 +400,8 @@ def check_claims(
     hardware: list[dict[str, Any]],
     claims: list[dict[str, Any]] | None = None,
 ) -> pd.DataFrame:
-    ctx = CampaignContext(summary=summary, records=records, gpus=gpu_models(hardware))
+    gpus = gpu_models(hardware) or platform_gpus(summary)
+    ctx = CampaignContext(summary=summary, records=records, gpus=gpus)
     rows = [check_claim(ctx, c) for c in (claims if claims is not None else load_claims())]
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 

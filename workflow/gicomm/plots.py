@@ -82,11 +82,17 @@ def find_param(d: pd.DataFrame, *names: str) -> str | None:
     return None
 
 
+SHADOW_PARAMS = ("param_transport", "param_nic_backend")  # drivers may echo ids as params
+
+
 def varying_params(d: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
     return [
         c
         for c in d.columns
-        if c.startswith("param_") and c not in exclude and d[c].nunique(dropna=True) > 1
+        if c.startswith("param_")
+        and c not in exclude
+        and c not in SHADOW_PARAMS
+        and d[c].nunique(dropna=True) > 1
     ]
 
 
@@ -145,10 +151,11 @@ def bars(ax: plt.Axes, d: pd.DataFrame, category: str | None = None) -> None:
         id_vars=["config", "nic_backend"], value_vars=["lo", "value", "hi"], value_name="y"
     )
     hue = "nic_backend" if d["nic_backend"].nunique() > 1 else None
-    sns.barplot(data=long, x="config", y="y", hue=hue, estimator="median",
+    sns.barplot(data=long, x="y", y="config", hue=hue, estimator="median", orient="h",
                 errorbar=("pi", 100), ax=ax, err_kws={"linewidth": 1})  # fmt: skip
-    ax.set_xlabel((category or "configuration").removeprefix("param_"))
-    ax.tick_params(axis="x", rotation=20, labelsize=8)
+    ax.set_ylabel("")
+    ax._gicomm_horizontal = True  # values run along x: ylabel() labels that axis
+    ax.tick_params(axis="y", labelsize=8)
     _legend(ax)
 
 
@@ -158,9 +165,25 @@ def _legend(ax: plt.Axes) -> None:
 
 
 def ylabel(ax: plt.Axes, d: pd.DataFrame, metric: str, stat: str = "p50") -> None:
+    """Label the value axis with metric, statistic and unit (x for horizontal bars)."""
     unit = d["disp_unit"].iloc[0] if not d.empty else ""
-    ax.set_ylabel(f"{metric} {stat} [{unit}]")
+    text = f"{metric} {stat} [{unit}]"
+    if getattr(ax, "_gicomm_horizontal", False):
+        ax.set_xlabel(text)
+    else:
+        ax.set_ylabel(text)
     ax.set_title(metric, fontsize=10)
+
+
+def panel_grid(fig: plt.Figure, n: int, ncols: int = 3) -> list[plt.Axes]:
+    """n panels, at most `ncols` per row; the figure grows with the rows."""
+    ncols = max(1, min(ncols, n))
+    nrows = -(-n // ncols)
+    fig.set_size_inches(FIGSIZE[0], 1.0 + 3.8 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[n:]:
+        ax.axis("off")
+    return list(axes[:n])
 
 
 def metric_panels(
@@ -175,7 +198,7 @@ def metric_panels(
     """One panel per metric present (in the given order, then any other measured metric)."""
     present = [m for m in metrics if m in set(d["metric"])]
     present += sorted(set(d["metric"]) - set(present))
-    axes = fig.subplots(1, len(present), squeeze=False)[0]
+    axes = panel_grid(fig, len(present))
     for ax, metric in zip(axes, present, strict=True):
         dm = display(d[d["metric"] == metric])
         x = find_param(dm, *x_names) or (varying_params(dm) or [None])[0]
@@ -203,7 +226,7 @@ def fig05_sm_clock(d: pd.DataFrame, fig: plt.Figure) -> None:
     """Issue and completion time against 1/f with the least-squares fit T = C/f + B."""
     metrics = [m for m in ("issue_ns", "completion_ns") if m in set(d["metric"])]
     metrics += sorted(set(d["metric"]) - set(metrics))
-    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    axes = panel_grid(fig, len(metrics))
     for ax, metric in zip(axes, metrics, strict=True):
         dm = display(d[d["metric"] == metric])
         dm["series"] = series_labels(dm, exclude=["param_sm_clock_mhz", "param_sm_clock"])
@@ -251,7 +274,7 @@ def fig09_kernel_cost(d: pd.DataFrame, fig: plt.Figure) -> None:
         m for m in ("throughput_loss_pct", "registers", "occupancy") if m in set(d["metric"])
     ]
     metrics += sorted(set(d["metric"]) - set(metrics))
-    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    axes = panel_grid(fig, len(metrics))
     for ax, metric in zip(axes, metrics, strict=True):
         dm = display(d[d["metric"] == metric])
         bars(ax, dm)
@@ -395,7 +418,7 @@ def plot_comparison(summary: pd.DataFrame, experiment: str, outputs: Sequence[st
     d["where"] = d["campaign"] + " · " + d["platform"].astype(str) + " · " + d["nic_backend"]
     d["point"] = series_labels(d.assign(nic_backend="", host=""), exclude=[]).str.slice(0, 40)
     metrics = sorted(d["metric"].unique())
-    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    axes = panel_grid(fig, len(metrics))
     for ax, metric in zip(axes, metrics, strict=True):
         dm = d[d["metric"] == metric]
         keep = dm["point"].drop_duplicates().head(24)

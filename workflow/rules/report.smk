@@ -26,7 +26,6 @@ rule report_campaign:
         tables=[f"results/{{campaign}}/report/tables/{t}.csv" for t in TABLE_IDS],
         hardware=lambda w: LAYOUT.hardware_files(w.campaign),
         figures=lambda w: campaign_figures(w.campaign),
-        combined="results/combined/report/index.html",
     output:
         index=report(
             "results/{campaign}/report/index.html",
@@ -39,6 +38,8 @@ rule report_campaign:
         campaign=ONE_CAMPAIGN,
     conda:
         "../../envs/pipeline.yaml"
+    params:
+        combined="results/combined/report/index.html",
     script:
         "../scripts/report_campaign.py"
 

@@ -19,6 +19,6 @@ with logged(snakemake):
             hardware_files=[Path(p) for p in i.hardware],
             index=Path(snakemake.output.index),
             current=snakemake.wildcards.campaign == snakemake.config["campaign"],
-            combined_index=Path(i.combined),
+            combined_index=Path(snakemake.params.combined),
         )
     )
