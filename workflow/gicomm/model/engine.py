@@ -122,7 +122,8 @@ def _nic_dispatch(
         rx_st[1] -= 1
         cost = n * nf[NF_RX]
         stats[S_RX_ITEMS] += 1
-        if cache_access(ctags, cstamps, sets, ways, conn, int(stats[S_EVENTS])):
+        stamp = int(stats[S_TX_ITEMS] + stats[S_RX_ITEMS])  # one tick per context access
+        if cache_access(ctags, cstamps, sets, ways, conn, stamp):
             stats[S_RX_HIT] += 1
         else:
             stats[S_RX_MISS] += 1
@@ -146,7 +147,8 @@ def _nic_dispatch(
         cost = ((n + fm - 1) // fm) * nf[NF_FETCH] + n * nf[NF_WQE]
         stats[S_TX_ITEMS] += 1
         stats[S_TX_WQES] += n
-        if cache_access(ctags, cstamps, sets, ways, qi[q, QI_CONN], int(stats[S_EVENTS])):
+        stamp = int(stats[S_TX_ITEMS] + stats[S_RX_ITEMS])
+        if cache_access(ctags, cstamps, sets, ways, qi[q, QI_CONN], stamp):
             stats[S_TX_HIT] += 1
         else:
             stats[S_TX_MISS] += 1
