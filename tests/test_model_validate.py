@@ -43,3 +43,52 @@ def test_predict_quick_has_every_sweep():
     assert conn["connections"].max() >= 3000
     send_only = conn[(conn.traffic == "send_only") & (conn.connections >= 1350)]["value"]
     assert send_only.to_numpy() == pytest.approx(242.0, rel=0.02)  # P-H100's NIC was chosen
+
+
+def test_beside_measured_predicts_at_record_points():
+    import pandas as pd
+
+    from gicomm.model.calibrate import from_paper
+    from gicomm.model.predict import beside_measured
+
+    rows = [
+        {
+            "experiment": "msg_rate",
+            "transport": "mini-gda",
+            "nic_backend": "mlx5",
+            "point_id": f"p{b}",
+            "metric": "msg_rate",
+            "unit": "Mmsg/s",
+            "status": "ok",
+            "p50": 1.0,
+            "param_threads": 1,
+            "param_qps": 1,
+            "param_batch": b,
+        }
+        for b in (1, 16)
+    ] + [
+        {
+            "experiment": "one_op",
+            "transport": "mini-gda",
+            "nic_backend": "mlx5",
+            "point_id": "o",
+            "metric": "completion_ns",
+            "unit": "ns",
+            "status": "ok",
+            "p50": 4000.0,
+        },
+        {
+            "experiment": "goodput",
+            "transport": "nvshmem-p2p",
+            "nic_backend": "nvlink",
+            "point_id": "g",
+            "metric": "goodput",
+            "unit": "GB/s",
+            "status": "ok",
+            "p50": 5.0,
+        },
+    ]
+    out = beside_measured(from_paper(), pd.DataFrame(rows)).set_index("point_id")
+    assert set(out.index) == {"p1", "p16", "o"}
+    assert out.loc["p16", "predicted"] == pytest.approx(4.70, rel=1e-3)
+    assert out.loc["o", "predicted"] == pytest.approx(4030.0)

@@ -22,8 +22,10 @@ rule model_calibrate:
 rule model_predict:
     input:
         params="results/{campaign}/model/params.json",
+        records="results/{campaign}/tidy/records.csv",
     output:
-        "results/{campaign}/model/predictions.csv",
+        predictions="results/{campaign}/model/predictions.csv",
+        beside="results/{campaign}/model/beside_measured.csv",
     params:
         platform=lambda w: config.get("platform_spec") or {"platform": config.get("platform")},
     log:

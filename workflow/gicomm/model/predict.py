@@ -190,3 +190,83 @@ def predict(
         "unit",
     ]
     return df.reindex(columns=cols)
+
+
+# ----------------------------------------------------------------------------------------------
+# the model at a campaign's own measured points, for plots of predicted beside measured
+
+_ALIASES = {
+    "threads": ("param_threads",),
+    "qps": ("param_qps", "param_qps_per_peer"),
+    "batch": ("param_batch", "param_wqes_per_doorbell"),
+    "bg_ctas": ("param_bg_ctas", "param_background_ctas"),
+    "mode": ("param_queue", "param_mode", "param_sharing"),
+    "connections": ("param_connections", "param_active_qps"),
+}
+_PATHS = {"mini-gda": "mini-gda", "mini-proxy": "mini-proxy", "nccl-gin-gdaki": "gdaki"}
+
+
+def _coord(row: pd.Series, name: str) -> Any:
+    for col in _ALIASES[name]:
+        if col in row and pd.notna(row[col]):
+            return row[col]
+    return None
+
+
+def _predict_row(p: ModelParams, row: pd.Series, path: str) -> float | None:
+    metric = str(row["metric"])
+    if metric in ("issue_ns", "completion_ns", "rtt_ns"):
+        bg = _coord(row, "bg_ctas")
+        if bg is not None and int(bg) > 0 and metric == "rtt_ns":
+            mode = str(_coord(row, "mode") or "reserved")
+            mode = "shared" if mode.startswith("shar") else "reserved"
+            return S.loaded_rtt(p, path, mode, bg_ctas=int(bg), probes=12).rtt_p50_us * 1e3
+        state = str(row.get("cpu_clock_state") or "cold")
+        one = S.single_op(p, path, state=state if state in ("cold", "warm") else "cold")
+        return {"issue_ns": one.issue_us, "completion_ns": one.completion_us, "rtt_ns": one.rtt_us}[
+            metric
+        ] * 1e3
+    if metric == "msg_rate":
+        conns = _coord(row, "connections")
+        if conns is not None:
+            return S.connection_scaling(p, int(conns)).rate_mmsg
+        b = int(_coord(row, "batch") or 1)
+        if path == "mini-proxy":
+            return S.proxy_rate(p, batch=b, state=str(row.get("cpu_clock_state") or "cold"))
+        t, q = int(_coord(row, "threads") or 1), int(_coord(row, "qps") or 1)
+        return S.message_rate(p, path, threads=t, qps=q, batch=b, msgs=max(50_000, 32 * t))
+    return None
+
+
+def beside_measured(p: ModelParams, tidy: pd.DataFrame, max_points: int = 400) -> pd.DataFrame:
+    """The model evaluated at each measured point of ``tidy`` it can represent.
+
+    Columns: the record identity (experiment, transport, nic_backend, point_id, metric, unit), the
+    measured ``p50`` (median over runs), ``predicted`` in the same unit and ``ratio``.
+    """
+    cols = ["experiment", "transport", "nic_backend", "point_id", "metric", "unit"]
+    if tidy.empty or not set(cols) <= set(tidy.columns):
+        return pd.DataFrame(columns=[*cols, "p50", "predicted", "ratio"])
+    ok = tidy[tidy["status"] == "ok"] if "status" in tidy else tidy
+    ok = ok[ok["transport"].isin(list(_PATHS))]
+    ok = ok[ok["metric"].isin(["issue_ns", "completion_ns", "rtt_ns", "msg_rate"])]
+    keep = [c for c in ok.columns if c in cols or c.startswith("param_") or c == "cpu_clock_state"]
+    points = ok.groupby("point_id", dropna=False).agg(
+        {**{c: "first" for c in keep if c != "point_id"}, "p50": "median"}
+    )
+    rows = []
+    for pid, row in points.head(max_points).iterrows():
+        path = _PATHS[str(row["transport"])]
+        pred = _predict_row(p, row, path)
+        if pred is None:
+            continue
+        rows.append(
+            {
+                **{c: row.get(c) for c in cols if c != "point_id"},
+                "point_id": pid,
+                "p50": row["p50"],
+                "predicted": pred,
+                "ratio": pred / row["p50"] if row["p50"] else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows, columns=[*cols, "p50", "predicted", "ratio"])
