@@ -68,11 +68,24 @@ class Source:
         return names
 
 
+def manifest_path(name: str) -> str:
+    """Where a prepared source's manifest lives (relative to the workflow's directory)."""
+    return f"build/baselines/{name}/manifest.json"
+
+
 @dataclass(frozen=True)
 class Baselines:
     sources: dict[str, Source]
     use: tuple[str, ...]
     path: Path
+
+    def targets(self) -> list[str]:
+        """The manifests of every source in `use` (what `snakemake baselines` builds)."""
+        return [manifest_path(name) for name in self.use]
+
+    def dependency_manifests(self, name: str) -> list[str]:
+        """The manifests a source's preparation needs first ({root:OTHER} in its steps/env)."""
+        return [manifest_path(dep) for dep in self.source(name).depends_on()]
 
     def source(self, name: str) -> Source:
         try:

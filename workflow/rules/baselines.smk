@@ -1,0 +1,60 @@
+# Library baselines (config/baselines.yaml; issue 6). Each source (a pip package at a pinned
+# version, a git commit with its build steps, or an existing install) is prepared into
+# build/baselines/<source>/, whose manifest.json names the prepared root; `snakemake baselines`
+# prepares every source in `use`. Upstream benchmark logs (nccl-tests, NVSHMEM perftest, DeepEP,
+# UCCL-EP, MSCCL++, perftest, fabric-debug) become records through their parsers.
+import sys as _bl_sys
+from pathlib import Path as _BlPath
+
+_BL_REPO = _BlPath(str(workflow.current_basedir)).parents[1]
+_bl_sys.path.insert(0, str(_BL_REPO / "workflow"))
+
+from gicomm.baselines.parsers import parser_names  # noqa: E402
+from gicomm.baselines.sources import load_baselines  # noqa: E402
+
+BASELINES_FILE = str(
+    config.get("baselines_file", _BL_REPO / "config" / "baselines.yaml")
+)
+BASELINES = load_baselines(BASELINES_FILE)
+
+
+rule baselines:
+    input:
+        BASELINES.targets(),
+
+
+rule baseline_source:
+    input:
+        lambda w: BASELINES.dependency_manifests(w.source),
+    output:
+        "build/baselines/{source}/manifest.json",
+    log:
+        "build/baselines/{source}.log",
+    wildcard_constraints:
+        source=r"[a-z0-9][a-z0-9_.+-]*",
+    conda:
+        "../../envs/native.yaml"
+    threads: 2
+    params:
+        baselines_file=BASELINES_FILE,
+        cuda_archs=config.get("native", {}).get("cuda_archs", "90"),
+    script:
+        "../scripts/baseline_source.py"
+
+
+rule baseline_parse_log:
+    input:
+        "results/{campaign}/upstream/{experiment}/{host}/run{run}/{tool}.log",
+    output:
+        "results/{campaign}/raw/{experiment}/{host}/run{run}/upstream-{tool}.jsonl",
+    log:
+        "results/{campaign}/logs/upstream/{experiment}/{host}/run{run}/{tool}.log",
+    wildcard_constraints:
+        tool="|".join(parser_names()),
+        run=r"\d+",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        platform=config.get("platform", "local"),
+    script:
+        "../scripts/baseline_parse.py"
