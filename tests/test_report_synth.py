@@ -8,6 +8,7 @@ measurements and never leave the test's tmp directory.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -162,3 +163,57 @@ def test_synthetic_campaign_is_valid_and_complete():
         t["summary"]["experiment"]
     )
     assert "goodput" not in set(t["summary"]["experiment"])
+
+
+def render_synthetic_report(root: Path, campaigns: tuple[str, ...] = ("synth",)) -> Path:
+    """Render the campaign reports and the cross-campaign report of synthetic campaigns under
+    root/results (as the rules lay them out); return root/results."""
+    from gicomm.paper import PAPER_EXPERIMENTS
+    from gicomm.plots import PAPER_FIGURES, plot_comparison, plot_experiment, plot_paper_figure
+    from gicomm.report import CampaignReport, render_campaign_report, render_combined_report
+    from gicomm.tables import write_tables
+
+    results = root / "results"
+    combined = results / "combined" / "report" / "index.html"
+    summaries = []
+    for c in campaigns:
+        t = synthetic_tables(c)
+        base = results / c
+        out = base / "report"
+        for name in ("records", "summary", "ratios", "fits", "claims"):
+            (base / "data").mkdir(parents=True, exist_ok=True)
+            t[name].to_csv(base / "data" / f"{name}.csv", index=False)
+        hw = base / "hosts" / "h1" / "hardware.json"
+        hw.parent.mkdir(parents=True, exist_ok=True)
+        hw.write_text(json.dumps(hardware(c)))
+        write_tables(t["summary"], t["fits"], out / "tables")
+        first = results / campaigns[0] / "report" / "figures"
+        if c != campaigns[0]:  # same figures for the others: saves time, links still resolve
+            shutil.copytree(first, out / "figures")
+        for f in PAPER_FIGURES if c == campaigns[0] else ():
+            paths = [out / "figures" / "paper" / f"{f}.{ext}" for ext in ("png", "svg")]
+            plot_paper_figure(t["summary"], t["records"], c, f, paths)
+        for e in PAPER_EXPERIMENTS if c == campaigns[0] else ():
+            paths = [out / "figures" / f"{e}.{ext}" for ext in ("png", "svg")]
+            plot_experiment(t["summary"], t["records"], c, e, paths)
+        d = base / "data"
+        render_campaign_report(
+            CampaignReport(c, d / "records.csv", d / "summary.csv", d / "claims.csv",
+                           d / "fits.csv", d / "ratios.csv", out / "tables", [hw],
+                           out / "index.html", current=False, combined_index=combined)
+        )  # fmt: skip
+        summaries.append(t["summary"])
+    all_summary = pd.concat(summaries, ignore_index=True)
+    figs = []
+    for e in PAPER_EXPERIMENTS:
+        paths = [combined.parent / "figures" / f"{e}.{ext}" for ext in ("png", "svg")]
+        plot_comparison(all_summary, e, paths)
+        figs += paths
+    render_combined_report(
+        list(campaigns),
+        [results / c / "data" / "claims.csv" for c in campaigns],
+        [results / c / "data" / "summary.csv" for c in campaigns],
+        figs,
+        combined,
+    )
+    return results

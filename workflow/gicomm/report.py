@@ -169,7 +169,7 @@ def claim_rows(claims: pd.DataFrame) -> list[dict[str, Any]]:
     if claims.empty:
         return []
     rows = []
-    for r in claims.fillna("").to_dict("records"):
+    for r in claims.astype(object).where(claims.notna(), "").to_dict("records"):
         r["paper_text"] = f"{r['paper_value']:g} {r['paper_unit']} ({r['paper_platform']})"
         r["css"] = str(r["verdict"]).replace(" ", "-")
         rows.append(r)

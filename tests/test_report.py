@@ -1,0 +1,111 @@
+"""The HTML report: index with the claims table (paper value | this campaign | verdict), a page
+per experiment with figures, tables beside the paper's, claim checks, sweep, provenance, the
+commands that regenerate it and a tidy CSV; the report across campaigns; every local link and
+image resolves. And the pipeline: Snakemake builds an archived campaign's report and
+`snakemake --report` carries the figures."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from urllib.parse import urldefrag
+
+import pytest
+from test_report_synth import render_synthetic_report, write_archived_campaign
+
+from gicomm.paper import PAPER_EXPERIMENTS, TABLE_IDS
+
+LINK = re.compile(r"""(?:href|src)="([^"]+)\"""")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return render_synthetic_report(tmp_path_factory.mktemp("report"), ("synth", "other"))
+
+
+def local_links(page: Path) -> list[Path]:
+    out = []
+    for href in LINK.findall(page.read_text()):
+        if href.startswith(("http:", "https:", "mailto:", "data:")):
+            continue
+        target = urldefrag(href)[0]
+        out.append((page.parent / target).resolve() if target else page)
+    return out
+
+
+def test_index_has_the_claims_table_with_three_verdicts(results: Path):
+    index = (results / "synth" / "report" / "index.html").read_text()
+    assert "paper value" in index and "this campaign" in index
+    for verdict in ("reproduced", "not reproduced", "not measurable here"):
+        assert f'<td class="verdict">{verdict}</td>' in index
+    assert "needs an mlx5 NIC" in index or "needs H100" in index
+    assert "0.7 us (P-IB)" in index  # the paper's value, from config/claims.yaml
+    assert "Hosts and provenance" in index and "h1-prov" in index
+
+
+def test_every_paper_experiment_has_a_page_with_everything(results: Path):
+    report = results / "synth" / "report"
+    for name in PAPER_EXPERIMENTS:
+        page = (report / "experiments" / f"{name}.html").read_text()
+        assert f"../figures/{name}.png" in page
+        assert f"../data/{name}.csv" in page
+        assert "snakemake --profile profiles/local" in page
+        assert (report / "data" / f"{name}.csv").exists()
+    one_op = (report / "experiments" / "one_op.html").read_text()
+    assert "Table 3" in one_op and "pib_issue_us" in one_op  # the paper's table beside ours
+    assert "t3-minigda-issue" in one_op  # the claim checks of this experiment
+    assert "p50_ci_lo" in one_op  # the sweep over runs
+    assert "figures/paper/fig05.png" in (report / "experiments" / "sm_clock.html").read_text()
+    assert "C=" not in one_op and "c_cycles" in (report / "experiments/sm_clock.html").read_text()
+    for tab in TABLE_IDS:
+        assert (report / "tables" / f"{tab}.csv").exists()
+
+
+def test_not_measured_experiment_page_says_why(results: Path):
+    page = (results / "synth" / "report" / "experiments" / "goodput.html").read_text()
+    assert "not runnable here" in page and "needs an RDMA NIC" in page
+
+
+def test_every_local_link_and_image_resolves(results: Path):
+    pages = list(results.rglob("*.html"))
+    assert len(pages) > 2 * len(PAPER_EXPERIMENTS)
+    missing = [f"{p.relative_to(results)} -> {t}" for p in pages for t in local_links(p)
+               if not t.exists()]  # fmt: skip
+    assert not missing, missing[:10]
+
+
+def test_combined_report_sets_campaigns_side_by_side(results: Path):
+    page = (results / "combined" / "report" / "index.html").read_text()
+    assert "../../synth/report/index.html" in page and "../../other/report/index.html" in page
+    assert "figures/one_op.png" in page
+    assert page.count("t3-minigda-issue") == 1  # one row per claim, one column per campaign
+
+
+@pytest.mark.slow
+def test_snakemake_builds_an_archived_campaign_report_and_the_snakemake_report(repo_copy: Path):
+    write_archived_campaign(repo_copy, "synth")
+    cfg = repo_copy / "test-config.yaml"
+    cfg.write_text("campaign: citest\nnative: {cuda: 'off', build_jobs: 2}\n")
+    target = "results/synth/report/index.html"
+    base = [sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--configfile",
+            str(cfg), "--cores", "2"]  # fmt: skip
+    out = subprocess.run([*base, target], cwd=repo_copy, capture_output=True, text=True,
+                         timeout=600, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-4000:]
+    report = repo_copy / "results/synth/report"
+    assert "claims of the paper" in (report / "index.html").read_text().lower()
+    for fig in ("fig03", "fig05", "fig10", "fig11"):
+        assert (report / "figures/paper" / f"{fig}.png").stat().st_size > 5000
+        assert (report / "figures/paper" / f"{fig}.svg").exists()
+    claims = (repo_copy / "results/synth/claims/claims.csv").read_text()
+    assert "reproduced" in claims
+    zipped = repo_copy / "report.zip"
+    out = subprocess.run([*base, target, "--report", str(zipped)], cwd=repo_copy,
+                         capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-4000:]
+    names = zipfile.ZipFile(zipped).namelist()
+    assert any(n.endswith("fig05.png") for n in names), names[:20]
+    assert any(n.endswith("claims.csv") for n in names)
