@@ -5,6 +5,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gicomm.model import scenarios as S
 from gicomm.model.calibrate import (
@@ -169,3 +171,41 @@ def test_params_roundtrip_and_platform(tmp_path):
     capped = apply_platform(q, {"nic_ceiling_mmsg": 200.0, "nic_context_cache_entries": 4000})
     assert capped.nic.ceiling_mmsg() == pytest.approx(200.0)
     assert capped.nic.cache_capacity == 4000
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    build=st.floats(min_value=60.0, max_value=400.0),  # GPU-bound: identifiable
+    ring=st.floats(min_value=20.0, max_value=1500.0),
+)
+def test_gpu_costs_recovered_for_any_truth(build, ring):
+    truth = from_paper("P-IB")
+    f = truth.sm_clock_mhz
+    mg = truth.path("mini-gda")
+    mg.build_cycles, mg.build_ns = build * f / 1e3, 0.0
+    mg.ring_cycles, mg.ring_ns = ring * f / 1e3, 0.0
+    rows = [
+        _record(
+            "mini-gda",
+            "msg_rate",
+            S.message_rate(truth, batch=b, msgs=2000),
+            "Mmsg/s",
+            threads=1,
+            qps=1,
+            batch=b,
+            sm_clock_mhz=f,
+        )
+        for b in (1, 4, 16)
+    ]
+    fit = from_records(pd.DataFrame(rows)).path("mini-gda")
+    assert fit.build_cost(f) == pytest.approx(build, rel=0.02)
+    assert fit.ring_cost(f) == pytest.approx(ring, rel=0.02)
+
+
+def test_nic_bound_rates_do_not_fit_gpu_costs():
+    p = from_paper("P-IB")
+    rows = [
+        _record("mini-gda", "msg_rate", 30.0, "Mmsg/s", threads=1, qps=1, batch=b)
+        for b in (8, 16, 32)
+    ]
+    assert from_records(pd.DataFrame(rows)).path("mini-gda") == p.path("mini-gda")

@@ -19,6 +19,7 @@ BURST_MAX = 32
 COOP_BATCH = 32  # WQEs per doorbell of the per-QP ceiling row (Table 5, cooperative warps)
 CACHE_WAYS = 8
 WRITES_PER_VISIT_F10 = 32  # Fig 10a writes per visit
+NIC_BOUND_SHARE = 0.8  # rates above this share of the one-QP NIC ceiling do not fit GPU costs
 
 
 def _src(key: str) -> str:
@@ -278,6 +279,11 @@ def from_records(
         if path.kind == "gpu":
             rows = rate[(threads.loc[rate.index] == 1) & (qps.loc[rate.index] == 1)]
             rows = rows[batch.loc[rows.index].notna()]
+            # points near the one-QP NIC ceiling say nothing about GPU costs: leave them out
+            bq = batch.loc[rows.index].to_numpy(dtype=float)
+            fetches = np.ceil(bq / p.nic.fetch_max)
+            qp_ceiling = bq / (fetches * p.nic.t_fetch_ns + bq * p.nic.t_wqe_ns) * 1e3
+            rows = rows[rows["_p50"].to_numpy() < NIC_BOUND_SHARE * qp_ceiling]
             if batch.loc[rows.index].nunique() >= 2:
                 bb = batch.loc[rows.index].to_numpy()
                 ring, build = linear_batch_fit(bb, bb / rows["_p50"].to_numpy() * 1e3)
