@@ -41,6 +41,7 @@
 // Point parameters (defaults in brackets):
 //   caller compute|stream [compute]  live 8|16|32|64|128|224 [32]
 //   transport mini-gda|mini-proxy [mini-gda]  mode absent|dormant|send|send_wait [dormant]
+//   site inline|noinline [inline] (the call site inlined into the caller, or a separate function)
 //   msgs 0..16 [1]  blocks [528]  threads 64..256 [256]  flops_per_thread [524288]  array_mib [1024]
 //   nic_backend softnic-gpu|softnic-cpu (mini-gda) | softnic-cpu (mini-proxy) [softnic-gpu / softnic-cpu]
 //   rings 1..32 [min(32, blocks)]  workers 1..8 [2] (mini-proxy)
@@ -139,9 +140,26 @@ __device__ __forceinline__ void call_site(const CommArgs& c) {
   }
 }
 
-// The caller kernels. `Comm` kAbsent compiles no call site at all.
-template <int Caller, int Comm, int L>
-__global__ void __launch_bounds__(kMaxThreads) caller_kernel(CallerArgs a, CommArgs c) {
+// The call site as a separate function (site=noinline): the caller keeps only the call's
+// argument registers live, at the price of a call and the callee's own register use (the paper's
+// NVSHMEM "separate" build versus inlined).
+template <int Comm>
+__device__ __noinline__ void call_site_outlined(const CommArgs* c) {
+  call_site<Comm>(*c);
+}
+
+template <int Comm, bool Outline>
+__device__ __forceinline__ void site(const CommArgs& c) {
+  if (Outline)
+    call_site_outlined<Comm>(&c);
+  else
+    call_site<Comm>(c);
+}
+
+// The caller kernels. `Comm` kAbsent compiles no call site at all. The CommArgs parameter is a
+// __grid_constant__ so the outlined site can take its address without a local copy.
+template <int Caller, int Comm, int L, bool Outline>
+__global__ void __launch_bounds__(kMaxThreads) caller_kernel(CallerArgs a, const __grid_constant__ CommArgs c) {
   const bool clock_thread = blockIdx.x == 0 && threadIdx.x == 0;
   if (clock_thread) stamp_begin(a.clock);
   const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -149,13 +167,13 @@ __global__ void __launch_bounds__(kMaxThreads) caller_kernel(CallerArgs a, CommA
     float v[L];
 #pragma unroll
     for (int k = 0; k < L; ++k) v[k] = 1.0f + 1e-3f * float((tid + k) & 1023);
-    const int site = a.iters / 2;
+    const int site_iter = a.iters / 2;
     for (int it = 0; it < a.iters; ++it) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d)
 #pragma unroll
         for (int k = 0; k < L; ++k) v[k] = fmaf(v[k], a.a, a.b);
-      if (Comm != kAbsent && it == site && c.active && threadIdx.x == 0) call_site<Comm>(c);
+      if (Comm != kAbsent && it == site_iter && c.active && threadIdx.x == 0) site<Comm, Outline>(c);
     }
     float s = 0.f;
 #pragma unroll
@@ -164,13 +182,13 @@ __global__ void __launch_bounds__(kMaxThreads) caller_kernel(CallerArgs a, CommA
   } else {
     const size_t stride = size_t(gridDim.x) * blockDim.x;
     const size_t steps = a.n / (stride * L);  // whole steps; the host sizes n to a multiple
-    const size_t site = steps / 2;
+    const size_t site_step = steps / 2;
     for (size_t step = 0; step < steps; ++step) {
       const size_t base = step * stride * L + tid;
       float v[L];
 #pragma unroll
       for (int k = 0; k < L; ++k) v[k] = a.array[base + size_t(k) * stride];
-      if (Comm != kAbsent && step == site && c.active && threadIdx.x == 0) call_site<Comm>(c);
+      if (Comm != kAbsent && step == site_step && c.active && threadIdx.x == 0) site<Comm, Outline>(c);
 #pragma unroll
       for (int k = 0; k < L; ++k) a.array[base + size_t(k) * stride] = fmaf(v[k], a.a, a.b);
     }
@@ -184,36 +202,37 @@ __global__ void drain_kernel(gda::Context ctx) {
   if (q < ctx.num_qps) gda::quiet_qp(ctx, ctx.qps[q]);
 }
 
-using KernelFn = void (*)(CallerArgs, CommArgs);
+using KernelFn = void (*)(CallerArgs, const CommArgs);
 
-template <int Caller, int Comm>
+template <int Caller, int Comm, bool Outline>
 KernelFn pick_live(int live) {
   switch (live) {
-    case 8: return caller_kernel<Caller, Comm, 8>;
-    case 16: return caller_kernel<Caller, Comm, 16>;
-    case 32: return caller_kernel<Caller, Comm, 32>;
-    case 64: return caller_kernel<Caller, Comm, 64>;
-    case 128: return caller_kernel<Caller, Comm, 128>;
-    case 224: return caller_kernel<Caller, Comm, 224>;
+    case 8: return caller_kernel<Caller, Comm, 8, Outline>;
+    case 16: return caller_kernel<Caller, Comm, 16, Outline>;
+    case 32: return caller_kernel<Caller, Comm, 32, Outline>;
+    case 64: return caller_kernel<Caller, Comm, 64, Outline>;
+    case 128: return caller_kernel<Caller, Comm, 128, Outline>;
+    case 224: return caller_kernel<Caller, Comm, 224, Outline>;
     default: return nullptr;
   }
 }
-template <int Caller>
+template <int Caller, bool Outline>
 KernelFn pick_comm(int comm, int live) {
   switch (comm) {
-    case kAbsent: return pick_live<Caller, kAbsent>(live);
-    case kGdaGpuFence: return pick_live<Caller, kGdaGpuFence>(live);
-    case kGdaSysFence: return pick_live<Caller, kGdaSysFence>(live);
-    case kProxy: return pick_live<Caller, kProxy>(live);
+    case kAbsent: return pick_live<Caller, kAbsent, false>(live);  // no site: one variant
+    case kGdaGpuFence: return pick_live<Caller, kGdaGpuFence, Outline>(live);
+    case kGdaSysFence: return pick_live<Caller, kGdaSysFence, Outline>(live);
+    case kProxy: return pick_live<Caller, kProxy, Outline>(live);
     default: return nullptr;
   }
 }
-KernelFn pick(int caller, int comm, int live) {
-  return caller == kCompute ? pick_comm<kCompute>(comm, live) : pick_comm<kStream>(comm, live);
+KernelFn pick(int caller, int comm, int live, bool outline) {
+  if (caller == kCompute) return outline ? pick_comm<kCompute, true>(comm, live) : pick_comm<kCompute, false>(comm, live);
+  return outline ? pick_comm<kStream, true>(comm, live) : pick_comm<kStream, false>(comm, live);
 }
 
 struct Config {
-  std::string caller, transport, mode, nic;
+  std::string caller, transport, mode, nic, site;
   int live, blocks, threads, flops_per_thread, array_mib;
   uint32_t msgs, rings, workers;
 };
@@ -224,6 +243,7 @@ Config parse(const Point& p, const Options& o) {
   c.caller = q.get_string("caller", "compute");
   c.transport = q.get_string("transport", "mini-gda");
   c.mode = q.get_string("mode", "dormant");
+  c.site = q.get_string("site", "inline");
   c.nic = nic_backend_of(p, o, c.transport == "mini-proxy" ? "softnic-cpu" : "softnic-gpu");
   c.live = static_cast<int>(q.get_int("live", 32));
   c.blocks = static_cast<int>(q.get_int("blocks", 528));
@@ -239,7 +259,8 @@ Config parse(const Point& p, const Options& o) {
     bad("transport must be mini-gda or mini-proxy, got " + c.transport);
   if (c.mode != "absent" && c.mode != "dormant" && c.mode != "send" && c.mode != "send_wait")
     bad("mode must be absent, dormant, send or send_wait, got " + c.mode);
-  if (!pick(kCompute, kAbsent, c.live)) bad("live must be one of 8 16 32 64 128 224");
+  if (!pick(kCompute, kAbsent, c.live, false)) bad("live must be one of 8 16 32 64 128 224");
+  if (c.site != "inline" && c.site != "noinline") bad("site must be inline or noinline, got " + c.site);
   if (c.blocks < 1 || c.blocks > 4096) bad("blocks must be in 1..4096");
   if (c.threads < 32 || c.threads > kMaxThreads || c.threads % 32) bad("threads must be a multiple of 32 in 32..256");
   if (c.msgs > kSlotsPerBlock) bad("msgs must be in 0..16");
@@ -456,8 +477,8 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
   KC_CUDA(cudaSetDevice(0));
   const int caller = c.caller == "compute" ? kCompute : kStream;
   const int comm = comm_of(c);
-  const KernelFn base_fn = pick(caller, kAbsent, c.live);
-  const KernelFn var_fn = pick(caller, comm, c.live);
+  const KernelFn base_fn = pick(caller, kAbsent, c.live, false);
+  const KernelFn var_fn = pick(caller, comm, c.live, c.site == "noinline");
   const Resources rb = resources_of(base_fn, c.threads), rv = resources_of(var_fn, c.threads);
   std::vector<Record> out;
   auto add = [&out](Record r, const std::string& transport, const std::string& nic) {
