@@ -36,7 +36,14 @@ def test_headline_rows(table):
 
 def test_predict_quick_has_every_sweep():
     df = predict(platform={"platform": "h100"}, quick=True)
-    assert set(df["sweep"]) == {"one_op", "msg_rate", "loaded_rtt", "connections"}
+    assert set(df["sweep"]) == {
+        "one_op",
+        "msg_rate",
+        "loaded_rtt",
+        "connections",
+        "proxy_rate",
+        "completion_scope",
+    }
     assert (df["platform"] == "h100").all()
     assert df["value"].notna().all()
     conn = df[(df.sweep == "connections") & (df.metric == "msg_rate")]

@@ -1,9 +1,9 @@
 """Prediction sweeps for a platform: one long table, one row per predicted number.
 
-Columns: ``sweep`` (msg_rate | loaded_rtt | connections | one_op), ``path``, the sweep
-coordinates (``threads``, ``qps``, ``batch``, ``bg_ctas``, ``mode``, ``connections``,
-``traffic``, ``clock_state``), ``metric``, ``value``, ``unit`` and ``platform``. Coordinates a
-sweep does not use are empty.
+Columns: ``sweep`` (one_op | msg_rate | loaded_rtt | connections | proxy_rate |
+completion_scope), ``path``, the sweep coordinates (``threads``, ``qps``, ``batch``, ``workers``,
+``bg_ctas``, ``mode``, ``connections``, ``traffic``, ``clock_state``), ``metric``, ``value``,
+``unit`` and ``platform``. Coordinates a sweep does not use are empty.
 """
 
 from __future__ import annotations
@@ -22,12 +22,28 @@ QPS = (1, 4, 16, 64)
 BATCHES = (1, 4, 16, 32)
 BG_CTAS = (0, 1, 2, 4, 8, 16, 32, 64)
 CONNECTIONS = (16, 64, 256, 1024, 1350, 2048, 3000, 4096, 8192, 16384, 32768, 65536, 100_000)
-QUICK = {
+WORKERS = (1, 2, 4, 8)
+PROXY_BATCHES = (1, 4, 16)
+SCOPE_QPS = (1, 2, 4, 8, 16, 32)
+FULL: dict[str, tuple[int, ...]] = {
+    "threads": THREADS,
+    "qps": QPS,
+    "batches": BATCHES,
+    "bg_ctas": BG_CTAS,
+    "connections": CONNECTIONS,
+    "workers": WORKERS,
+    "proxy_batches": PROXY_BATCHES,
+    "scope_qps": SCOPE_QPS,
+}
+QUICK: dict[str, tuple[int, ...]] = {
     "threads": (1, 16, 64),
     "qps": (1, 16),
     "batches": (1, 16),
     "bg_ctas": (0, 8, 64),
     "connections": (64, 1350, 3000, 8192),
+    "workers": (1, 4),
+    "proxy_batches": (1, 16),
+    "scope_qps": (1, 16),
 }
 
 PAPER_PLATFORMS = {"h200": "P-IB", "b200": "P-RoCE", "h100": "P-H100", "gb200": "P-GB200"}
@@ -124,6 +140,50 @@ def sweep_connections(p: ModelParams, connections: Iterable[int]) -> list[dict[s
     return rows
 
 
+def sweep_proxy(
+    p: ModelParams, workers: Iterable[int], batches: Iterable[int]
+) -> list[dict[str, Any]]:
+    rows = []
+    for state in ("cold", "warm"):
+        for w in workers:
+            for b in batches:
+                rate = S.proxy_rate(
+                    p, workers=w, rings=32, batch=b, producers=32, state=state, msgs=100_000
+                )
+                rows.append(
+                    _row(
+                        "proxy_rate",
+                        "mini-proxy",
+                        "msg_rate",
+                        rate,
+                        "Mmsg/s",
+                        workers=w,
+                        batch=b,
+                        clock_state=state,
+                    )
+                )
+    return rows
+
+
+def sweep_scope(p: ModelParams, qps: Iterable[int]) -> list[dict[str, Any]]:
+    rows = []
+    for q in qps:
+        for scope, polled in (("used_qp", 1), ("all_qps", q)):
+            one = S.single_op(p, "mini-gda", qps_polled=polled)
+            rows.append(
+                _row(
+                    "completion_scope",
+                    "mini-gda",
+                    "completion",
+                    one.completion_us,
+                    "us",
+                    qps=q,
+                    mode=scope,
+                )
+            )
+    return rows
+
+
 def sweep_one_op(p: ModelParams) -> list[dict[str, Any]]:
     rows = []
     for path in p.paths:
@@ -153,23 +213,15 @@ def predict(
     p = params or base_params(platform)
     if platform:
         p = apply_platform(p, platform)
-    g = (
-        QUICK
-        if quick
-        else {
-            "threads": THREADS,
-            "qps": QPS,
-            "batches": BATCHES,
-            "bg_ctas": BG_CTAS,
-            "connections": CONNECTIONS,
-        }
-    )
+    g = QUICK if quick else FULL
     rows = sweep_one_op(p)
     rows += sweep_msg_rate(p, g["threads"], g["qps"], g["batches"])
     rows += sweep_loaded_rtt(p, g["bg_ctas"], probes=8 if quick else 16)
     rows += sweep_connections(p, g["connections"])
+    rows += sweep_proxy(p, g["workers"], g["proxy_batches"])
+    rows += sweep_scope(p, g["scope_qps"])
     df = pd.DataFrame(rows)
-    for col in ("threads", "qps", "batch", "bg_ctas", "connections"):
+    for col in ("threads", "qps", "batch", "workers", "bg_ctas", "connections"):
         if col in df:
             df[col] = df[col].astype("Int64")
     df["platform"] = p.platform
@@ -180,6 +232,7 @@ def predict(
         "threads",
         "qps",
         "batch",
+        "workers",
         "bg_ctas",
         "mode",
         "connections",
