@@ -92,25 +92,38 @@ __device__ __forceinline__ bool failed(const Context& ctx) {
   return *reinterpret_cast<volatile int*>(&ctx.err->code) != 0;
 }
 
-inline __device__ __noinline__ void report(const Context& ctx, WaitSite site, const DeviceQp& qp, unsigned long long expected,
-                                    unsigned long long seen, uint32_t syndrome = 0) {
+inline __device__ __noinline__ void report(const Context& ctx, WaitSite site, uint32_t qp_index, uint32_t qpn,
+                                           unsigned long long expected, unsigned long long seen, uint32_t syndrome = 0) {
   if (atomicCAS(&ctx.err->code, 0, static_cast<int>(site)) == 0) {
-    ctx.err->qp = qp.index;
-    ctx.err->qpn = qp.sq.qpn;
+    ctx.err->qp = qp_index;
+    ctx.err->qpn = qpn;
     ctx.err->syndrome = syndrome;
     ctx.err->expected = expected;
     ctx.err->last_seen = seen;
     __threadfence_system();
     printf("[mini-gda] %s on QP %u (qpn 0x%x): expected %llu, last seen %llu, syndrome 0x%x\n",
-           wait_site_name(static_cast<int>(site)), qp.index, qp.sq.qpn, expected, seen, syndrome);
+           wait_site_name(static_cast<int>(site)), qp_index, qpn, expected, seen, syndrome);
   }
 }
+__device__ __forceinline__ void report(const Context& ctx, WaitSite site, const DeviceQp& qp,
+                                       unsigned long long expected, unsigned long long seen, uint32_t syndrome = 0) {
+  report(ctx, site, qp.index, qp.sq.qpn, expected, seen, syndrome);
+}
+
+// What a completion wait needs of a QP, held in registers by per-thread submitters (re-loading
+// it from global memory after each acquire fence would cost an L2 round trip per op).
+struct CqView {
+  const mlx5::Cqe64* cqe;
+  uint32_t index;
+  uint32_t qpn;
+};
+__device__ __forceinline__ CqView cq_view(const DeviceQp& qp) { return CqView{qp.cqe, qp.index, qp.sq.qpn}; }
 
 // Reads the collapsed CQE once. Returns the completion frontier (WQEBBs complete) implied by it,
 // relative to `base` (a frontier known to be at or before it), or reports an error CQE.
-__device__ __forceinline__ bool read_frontier(const Context& ctx, const DeviceQp& qp, unsigned long long base,
+__device__ __forceinline__ bool read_frontier(const Context& ctx, const CqView& v, unsigned long long base,
                                               unsigned long long* frontier) {
-  const uint32_t tail = order::ld_relaxed_sys_u32(&qp.cqe->w[15]);
+  const uint32_t tail = order::ld_relaxed_sys_u32(&v.cqe->w[15]);
   const uint8_t opcode = mlx5::op_own_opcode(mlx5::tail_op_own(tail));
   if (opcode == mlx5::kCqeInvalid) {
     *frontier = base;
@@ -118,8 +131,8 @@ __device__ __forceinline__ bool read_frontier(const Context& ctx, const DeviceQp
   }
   const uint16_t counter = mlx5::tail_wqe_counter(tail);
   if (opcode == mlx5::kCqeReqErr) {
-    const uint32_t word = order::ld_relaxed_sys_u32(&qp.cqe->w[13]);
-    report(ctx, WaitSite::error_cqe, qp, base, counter, word >> 24);
+    const uint32_t word = order::ld_relaxed_sys_u32(&v.cqe->w[13]);
+    report(ctx, WaitSite::error_cqe, v.index, v.qpn, base, counter, word >> 24);
     return false;
   }
   const int16_t ahead = static_cast<int16_t>(static_cast<uint16_t>(counter + 1u - static_cast<uint16_t>(base)));
@@ -128,29 +141,33 @@ __device__ __forceinline__ bool read_frontier(const Context& ctx, const DeviceQp
 }
 
 // Spins until at least `target` WQEBBs of the QP are complete; `cons` is the caller's view of the
-// frontier (updated). Shared QPs publish the frontier with atomicMax.
-template <bool kShared>
-__device__ __forceinline__ bool wait_complete(const Context& ctx, DeviceQp& qp, unsigned long long* cons,
-                                              unsigned long long target, WaitSite site) {
+// frontier (updated). Shared QPs (shared_cons != nullptr) publish the frontier with atomicMax.
+__device__ __forceinline__ bool wait_complete(const Context& ctx, const CqView& v, unsigned long long* shared_cons,
+                                              unsigned long long* cons, unsigned long long target, WaitSite site) {
   if (*cons >= target) return true;
   const uint64_t start = order::globaltimer_ns();
   for (uint32_t spin = 0;; ++spin) {
     unsigned long long f = 0;
-    if (kShared) *cons = *reinterpret_cast<volatile unsigned long long*>(&qp.cons_head);
-    if (!read_frontier(ctx, qp, *cons, &f)) return false;
+    if (shared_cons) *cons = max(*cons, *reinterpret_cast<volatile unsigned long long*>(shared_cons));
+    if (!read_frontier(ctx, v, *cons, &f)) return false;
     if (f > *cons) {
       *cons = f;
-      if (kShared) atomicMax(&qp.cons_head, f);
+      if (shared_cons) atomicMax(shared_cons, f);
     }
     if (*cons >= target) return true;
     if ((spin & 63) == 63) {
       if (failed(ctx)) return false;
       if (order::globaltimer_ns() - start > ctx.timeout_ns) {
-        report(ctx, site, qp, target, *cons);
+        report(ctx, site, v.index, v.qpn, target, *cons);
         return false;
       }
     }
   }
+}
+template <bool kShared>
+__device__ __forceinline__ bool wait_complete(const Context& ctx, DeviceQp& qp, unsigned long long* cons,
+                                              unsigned long long target, WaitSite site) {
+  return wait_complete(ctx, cq_view(qp), kShared ? &qp.cons_head : nullptr, cons, target, site);
 }
 
 __device__ __forceinline__ uint32_t build_put(mlx5::WqeImage& img, const mlx5::WqeHeader& h, const PutOp& op) {
@@ -168,41 +185,48 @@ __device__ __forceinline__ bool signaled_at(const Context& ctx, unsigned long lo
 
 // The doorbell sequence after the WQE stores: dbrec then the 8-byte doorbell, ordered by Order.
 template <class Order>
-__device__ __forceinline__ void ring(const DeviceQp& qp, unsigned long long next_pi, uint64_t doorbell) {
+__device__ __forceinline__ void ring(const mlx5::SqDesc& sq, unsigned long long next_pi, uint64_t doorbell) {
   Order::before_dbrec();
-  Order::store_dbrec(&qp.sq.dbrec[mlx5::kSndDbr], mlx5::sq_dbrec_value(static_cast<uint32_t>(next_pi)));
+  Order::store_dbrec(&sq.dbrec[mlx5::kSndDbr], mlx5::sq_dbrec_value(static_cast<uint32_t>(next_pi)));
   Order::before_doorbell();
-  Order::store_doorbell(qp.sq.doorbell, doorbell);
+  Order::store_doorbell(sq.doorbell, doorbell);
+}
+template <class Order>
+__device__ __forceinline__ void ring(const DeviceQp& qp, unsigned long long next_pi, uint64_t doorbell) {
+  ring<Order>(qp.sq, next_pi, doorbell);
 }
 
 // ---- per-thread submission ----------------------------------------------------------------------------
 // The QP's producer state lives in registers; flush() writes it back (for quiet_all and reuse).
 struct ThreadQp {
-  DeviceQp* qp;
+  DeviceQp* home;
+  mlx5::SqDesc sq;  // register copy of the descriptor
+  CqView cq;
   unsigned long long pi;
   unsigned long long cons;
   uint64_t pending_doorbell;
   bool pending;
 
-  __device__ explicit ThreadQp(DeviceQp* q) : qp(q), pi(q->resv_head), cons(q->cons_head), pending_doorbell(0), pending(false) {}
+  __device__ explicit ThreadQp(DeviceQp* q)
+      : home(q), sq(q->sq), cq(cq_view(*q)), pi(q->resv_head), cons(q->cons_head), pending_doorbell(0), pending(false) {}
   __device__ void flush() {
-    qp->resv_head = pi;
-    qp->ready_head = pi;
-    qp->cons_head = cons;
+    home->resv_head = pi;
+    home->ready_head = pi;
+    home->cons_head = cons;
   }
 
   // Writes one WQE (no doorbell). `signaled` < 0: the context's policy.
   __device__ __forceinline__ bool post(const Context& ctx, const PutOp& op, int signaled = -1) {
-    if (pi + mlx5::kMaxWqeBBs - cons > qp->sq.wqe_cnt &&
-        !wait_complete<false>(ctx, *qp, &cons, pi + mlx5::kMaxWqeBBs - qp->sq.wqe_cnt, WaitSite::slot))
+    if (pi + mlx5::kMaxWqeBBs - cons > sq.wqe_cnt &&
+        !wait_complete(ctx, cq, nullptr, &cons, pi + mlx5::kMaxWqeBBs - sq.wqe_cnt, WaitSite::slot))
       return false;
     mlx5::WqeHeader h;
     h.pi = static_cast<uint16_t>(pi);
-    h.qpn = qp->sq.qpn;
+    h.qpn = sq.qpn;
     h.signaled = signaled < 0 ? signaled_at(ctx, pi) : signaled != 0;
     mlx5::WqeImage img;
     const uint32_t ds = build_put(img, h, op);
-    mlx5::store_wqe(qp->sq.buf, qp->sq.wqe_cnt, static_cast<uint32_t>(pi), img, ds);
+    mlx5::store_wqe(sq.buf, sq.wqe_cnt, static_cast<uint32_t>(pi), img, ds);
     pending_doorbell = mlx5::doorbell_value(img.seg[0]);
     pending = true;
     pi += mlx5::wqebbs_of_ds(ds);
@@ -211,7 +235,7 @@ struct ThreadQp {
   template <class Order>
   __device__ __forceinline__ void ring_pending() {
     if (!pending) return;
-    ring<Order>(*qp, pi, pending_doorbell);
+    ring<Order>(sq, pi, pending_doorbell);
     pending = false;
   }
   // Put with a doorbell every `batch` WQEs: call for each op with its position in the batch.
@@ -222,7 +246,7 @@ struct ThreadQp {
     return true;
   }
   __device__ __forceinline__ bool quiet(const Context& ctx) {
-    return wait_complete<false>(ctx, *qp, &cons, pi, WaitSite::cq);
+    return wait_complete(ctx, cq, nullptr, &cons, pi, WaitSite::cq);
   }
 };
 
@@ -377,7 +401,7 @@ struct HybridThreadQp {
     if (!t.post(ctx, op)) return false;
     if (last_of_batch) {
       order::fence_acq_rel_sys();
-      order::st_release_sys_u32(&t.qp->sq.dbrec[mlx5::kSndDbr], mlx5::sq_dbrec_value(static_cast<uint32_t>(t.pi)));
+      order::st_release_sys_u32(&t.sq.dbrec[mlx5::kSndDbr], mlx5::sq_dbrec_value(static_cast<uint32_t>(t.pi)));
       t.pending = false;
     }
     return true;

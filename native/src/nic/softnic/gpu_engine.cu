@@ -57,7 +57,8 @@ struct GpuMem {
   __device__ void acquire() { order::fence_acq_rel_sys(); }
   __device__ void publish_cqe(Cqe64* dst, const Cqe64& body, uint32_t tail) {
     for (int i = 0; i < 15; ++i) dst->w[i] = body.w[i];
-    order::fence_acq_rel_sys();
+    // The release store orders the body, and everything this lane has observed (the chunk's payload
+    // writes, through the warp barrier before it), before the owner/counter word.
     order::st_release_sys_u32(&dst->w[15], tail);
   }
 };
@@ -66,7 +67,10 @@ struct KernelArgs {
   QpState* qps;
   uint32_t num_qps;
   Tables tables;
-  volatile int* flags;  // [0] stop (host sets), [1] watchdog fired (kernel sets)
+  volatile int* flags;  // pinned: [0] stop (host sets), [1] watchdog fired (kernel sets)
+  volatile int* stop_relay;  // device memory: warp 0 copies the host's stop flag here, so only
+                             // one warp reads host memory over PCIe (hundreds of warps polling
+                             // pinned memory made every system-scope operation of the engine slow)
   Counters* counters;   // one per warp
   unsigned long long budget_ns;  // watchdog: each warp ends this long after it started
 };
@@ -99,10 +103,9 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     return 1;
   }
   const bool mine = lane < static_cast<int>(prefix);
-  if (mine) {
-    r = execute_wqe<true>(tables, img, q.dc != 0, mem);
-    order::fence_acq_rel_sys();  // payload before any CQE of the chunk
-  }
+  if (mine) r = execute_wqe<true>(tables, img, q.dc != 0, mem);
+  // Payload before any CQE of the chunk: the warp barrier orders the lanes' writes before the
+  // CQE writer's system-scope release store (cumulativity), without a fence per lane.
   __syncwarp();
   const unsigned signaled = __ballot_sync(0xffffffffu, mine && r.signaled);
   const uint32_t nsig = __popc(signaled);
@@ -144,20 +147,24 @@ __global__ void engine_kernel(KernelArgs a) {
   const uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
   Counters ctr;
   const unsigned long long started = order::globaltimer_ns();
+  uint32_t idle = 0;
   for (uint32_t iter = 0;; ++iter) {
     int stop = 0;
-    if ((iter & 1023) == 0 && lane == 0) {
-      if (a.flags[0] != 0) stop = 1;
+    if ((iter & 255) == 0 && lane == 0) {
+      if (warp == 0 && a.flags[0] != 0) *a.stop_relay = 1;
+      if (*a.stop_relay != 0) stop = 1;
       if (order::globaltimer_ns() - started > a.budget_ns) {
         a.flags[1] = 1;
         stop = 1;
       }
     }
     if (__shfl_sync(0xffffffffu, stop, 0)) break;
+    bool worked = false;
     for (uint32_t qi = warp; qi < a.num_qps; qi += nwarps) {
       QpState& q = a.qps[qi];
       const uint64_t db = order::ld_relaxed_sys_u64(q.sq.doorbell);
       if (db == q.last_doorbell) continue;
+      worked = true;
       __syncwarp();
       if (lane == 0) q.last_doorbell = db;
       __syncwarp();
@@ -170,6 +177,13 @@ __global__ void engine_kernel(KernelArgs a) {
         service_chunk(q, a.tables, db_index, ctr);
         if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
       }
+    }
+    // Warps with nothing to do back off briefly so they do not steal issue slots from busy warps
+    // on the same SM (a few hundred ns at most added to the first doorbell after a quiet spell).
+    if (worked) {
+      idle = 0;
+    } else if (++idle > 64) {
+      __nanosleep(a.num_qps > warp ? 32 : 1000);
     }
   }
   if (lane == 0) a.counters[warp] = ctr;
@@ -222,7 +236,9 @@ void GpuEngine::start() {
     stream_ = s;
   }
   cudaFree(d_counters_);
-  check(cudaMalloc(&d_counters_, sizeof(Counters) * total_warps_), "cudaMalloc(counters)");
+  // Counters of every warp, then the stop relay word.
+  check(cudaMalloc(&d_counters_, sizeof(Counters) * total_warps_ + 64), "cudaMalloc(counters)");
+  check(cudaMemset(static_cast<char*>(d_counters_) + sizeof(Counters) * total_warps_, 0, 64), "cudaMemset(relay)");
   check(cudaMemset(d_counters_, 0, sizeof(Counters) * total_warps_), "cudaMemset(counters)");
   if (num_qps_) check(cudaMemcpy(d_qps_, states.data(), sizeof(QpState) * num_qps_, cudaMemcpyHostToDevice), "copy qps");
   if (host_tables.num_mrs)
@@ -243,6 +259,7 @@ void GpuEngine::start() {
   check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&d_flags), h_flags_, 0), "cudaHostGetDevicePointer");
   a.flags = d_flags;
   a.counters = static_cast<Counters*>(d_counters_);
+  a.stop_relay = reinterpret_cast<volatile int*>(static_cast<char*>(d_counters_) + sizeof(Counters) * total_warps_);
   a.budget_ns = static_cast<unsigned long long>(cfg_.max_runtime_ms) * 1000000ull;
   engine_kernel<<<blocks, 32 * cfg_.warps_per_block, 0, static_cast<cudaStream_t>(stream_)>>>(a);
   check(cudaGetLastError(), "launch engine kernel");
