@@ -118,9 +118,11 @@ struct HostMem {
 
 // Executes everything the QP's doorbell asks for: every WQE from the consumer index up to and
 // including the WQE index the doorbell carries. Returns the number of WQEs executed.
-uint32_t service_qp(QpState& q, const Tables& tables, Counters& ctr) {
+uint32_t service_qp(QpState& q, const SoftNic& nic, Counters& ctr) {
   const uint64_t db = __atomic_load_n(q.sq.doorbell, __ATOMIC_ACQUIRE);
   if (db == q.last_doorbell) return 0;
+  // Key tables as of this doorbell: a region or DCT registered before the ring must be seen.
+  const Tables tables = nic.tables_snapshot();
   q.last_doorbell = db;
   if (doorbell_qpn(db) != q.sq.qpn) return 0;  // a doorbell for another QP on this page: ignore it
   const uint16_t db_index = doorbell_wqe_index(db);
@@ -177,10 +179,9 @@ void CpuEngine::run(int tid) {
   uint32_t idle_rounds = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint32_t n = nic_.num_qps();
-    const Tables tables = nic_.tables_snapshot();
     uint32_t work = 0;
     for (uint32_t qp = static_cast<uint32_t>(tid); qp < n; qp += static_cast<uint32_t>(threads_))
-      work += service_qp(*nic_.qp_state(qp), tables, ctr);
+      work += service_qp(*nic_.qp_state(qp), nic_, ctr);
     if (work == 0) {
       // Stay hot while traffic is recent; yield the core after a long idle stretch so CI with
       // two cores is not starved by idle engine threads.
@@ -195,9 +196,8 @@ void CpuEngine::run(int tid) {
   }
   // Drain: execute anything rung before stop() was called.
   const uint32_t n = nic_.num_qps();
-  const Tables tables = nic_.tables_snapshot();
   for (uint32_t qp = static_cast<uint32_t>(tid); qp < n; qp += static_cast<uint32_t>(threads_))
-    service_qp(*nic_.qp_state(qp), tables, ctr);
+    service_qp(*nic_.qp_state(qp), nic_, ctr);
 }
 
 }  // namespace gicomm::softnic
