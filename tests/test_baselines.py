@@ -266,22 +266,27 @@ def test_nvlink_dissection_says_why_it_cannot_run_here():
     assert any("CUDA build" in r for r in reasons)
 
 
-TIMED = {"issue_ns", "issue_cycles", "completion_ns", "completion_cycles", "rtt_ns", "msg_rate"}
+ARCHIVED = ["nvlink_dissection", "nvlink_put_size"]
 
 
-@pytest.mark.skipif(not ARCHIVE.exists(), reason="no archived NVLink dissection")
-def test_archived_nvlink_dissection_records():
-    e = load_experiment(REPO / "config/experiments/nvlink_dissection.yaml")
+@pytest.mark.parametrize("name", ARCHIVED)
+def test_archived_nvlink_records(name):
+    folder = ARCHIVE.parent / name
+    if not folder.exists():
+        pytest.skip(f"no archived {name}")
+    e = load_experiment(REPO / f"config/experiments/{name}.yaml")
     ids = {p.point_id: p.params for p in e.points()}
-    files = sorted(ARCHIVE.glob("*/run*.jsonl"))
+    files = sorted(folder.glob("*/run*.jsonl"))
     assert len(files) >= 3  # three independent process runs
     transports = set()
     for f in files:
+        seen = set()
         for r in iter_records(f):
             assert r["point_id"] in ids and r["params"] == ids[r["point_id"]]
             assert r["status"] == "ok", r.get("error")
             assert r["metric"] in e.metrics
-            if r["metric"] in TIMED:
-                assert 1000 < r["sm_clock_mhz"] < 2100
+            assert 1000 < r["sm_clock_mhz"] < 2100  # the SM clock rides on every record
             transports.add(r["transport"])
+            seen.add(r["point_id"])
+        assert seen == set(ids)  # every point in every run
     assert transports == {"direct-store", "nvshmem-p2p", "nccl-lsa"}
