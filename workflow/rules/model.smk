@@ -2,6 +2,8 @@
 # campaign has none), predict the platform's sweeps, and validate the paper-calibrated model
 # against the paper's other headline numbers. Logic in workflow/gicomm/model; docs/model.md.
 
+# Needs CAMPAIGN from common.smk (the campaign's platform name and spec).
+
 
 rule model_calibrate:
     input:
@@ -9,12 +11,15 @@ rule model_calibrate:
     output:
         params="results/{campaign}/model/params.json",
         table="results/{campaign}/model/calibration.csv",
-    params:
-        platform=lambda w: config.get("platform_spec") or {"platform": config.get("platform")},
     log:
         "results/{campaign}/logs/model_calibrate.log",
     conda:
         "../../envs/model.yaml"
+    params:
+        platform=lambda w: {
+            "platform": CAMPAIGN.platform,
+            "platform_spec": CAMPAIGN.platform_spec,
+        },
     script:
         "../scripts/model_calibrate.py"
 
@@ -26,12 +31,15 @@ rule model_predict:
     output:
         predictions="results/{campaign}/model/predictions.csv",
         beside="results/{campaign}/model/beside_measured.csv",
-    params:
-        platform=lambda w: config.get("platform_spec") or {"platform": config.get("platform")},
     log:
         "results/{campaign}/logs/model_predict.log",
     conda:
         "../../envs/model.yaml"
+    params:
+        platform=lambda w: {
+            "platform": CAMPAIGN.platform,
+            "platform_spec": CAMPAIGN.platform_spec,
+        },
     script:
         "../scripts/model_predict.py"
 
