@@ -20,13 +20,22 @@
 //   queue=shared    the probe and every bulk CTA submit to QP 0 with the shared-QP hand-off
 //                   (atomic reservation, in-order doorbells): the probe's WQE waits behind the
 //                   bulk WQEs reserved before it, as on one library context.
+// mini-proxy (transport=mini-proxy, nic_backend softnic-cpu: the workers post to the softnic's cpu
+// engine): ring 0 carries the probe's pings, ring 1 the responder's pongs (tuned enqueue, one
+// producer each). queue=shared: every bulk CTA also enqueues on ring 0 (multi-producer baseline
+// enqueue, the probe too), so a ping waits behind the bulk descriptors before it in one FIFO.
+// queue=reserved: bulk CTAs enqueue on rings 2.. (baseline; CTA k on ring 2 + k % (rings - 2)),
+// the probe keeps ring 0 to itself. Workers: ring r belongs to worker r % workers, so the probe's
+// ring can share its worker with bulk rings (workers param). `batch` is the workers' chaining.
 // Load carried: each bulk CTA counts its puts between the moment it sees the probe's measuring
 // phase and the stop phase, over the %globaltimer time between the two; bulk_msg_rate is the sum
 // over CTAs (Mmsg/s, in the same record set as the RTT). After the kernel every QP is drained and
 // the engine must have executed exactly the WQEs posted (probe, responder, bulk) with no error CQE.
 //
 // Point parameters (defaults in brackets):
-//   transport mini-gda [mini-gda]   nic_backend softnic-gpu|softnic-cpu [softnic-gpu]
+//   transport mini-gda|mini-proxy [mini-gda]
+//   nic_backend softnic-gpu|softnic-cpu [softnic-gpu for mini-gda; mini-proxy: softnic-cpu only]
+//   workers 1..8 [2], rings 3..32 [min(32, 2 + max(1, bulk_ctas))] (mini-proxy)
 //   bulk_ctas 0..128 [0]  queue shared|reserved [reserved]  pace_mmsgs >= 0 [0: unpaced]
 //   batch 1..16 [8]  probe pingpong|completion [pingpong]  settle_us [200]  sq_wqebbs [1024]
 // --iters measured exchanges (<= 100000), --warmup unrecorded ones before them.
@@ -41,6 +50,9 @@
 
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/gda/session.h"
+#include "gicomm/proxy/pool.h"
+#include "gicomm/proxy/ring.h"
+#include "gicomm/proxy/softnic_backend.h"
 #include "kc_common.cuh"
 
 namespace gicomm::kc {
@@ -216,50 +228,242 @@ __global__ void rtt_kernel(RttArgs a) {
   a.bulk[k] = st;
 }
 
+
+// ---- mini-proxy --------------------------------------------------------------------------------------
+struct ProxyFail {
+  uint32_t flag;
+  uint32_t block;
+  uint32_t what;  // proxy::kWaitRingFull, proxy::kWaitCompletion, 3: payload word
+  uint32_t ring;
+  unsigned long long expected, seen;
+};
+
+struct ProxyRttArgs {
+  const proxy::RingView* rings;  // device array
+  proxy::TunedProducer* tuned;   // rings 0 and 1
+  uint32_t nrings;
+  int shared, pingpong;
+  uint32_t bulk_ctas;
+  uint64_t* remote;              // host words the workers write (mapped): [0] ping, [8] pong, bulk from 16
+  const uint64_t* remote_dev;    // the same through the device mapping
+  unsigned long long period_ns, settle_ns, deadline_ns, timeout_ns;
+  uint32_t warmup, iters;
+  uint32_t* cycles;
+  unsigned int* ready;
+  int* phase;
+  BulkStat* bulk;
+  unsigned long long* probe_done;
+  unsigned long long* ring_tickets;  // per ring: tickets taken (for the drain check)
+  ClockStamp* clock;
+  ProxyFail* fail;
+};
+constexpr uint32_t kPingSlot = 0, kPongSlot = 8, kProxyBulkBase = 16, kProxyBulkSlots = 64;
+
+__device__ void proxy_fail(const ProxyRttArgs& a, uint32_t what, uint32_t ring, unsigned long long expected,
+                           unsigned long long seen) {
+  if (atomicCAS(&a.fail->flag, 0u, 1u) == 0u) {
+    a.fail->block = blockIdx.x;
+    a.fail->what = what;
+    a.fail->ring = ring;
+    a.fail->expected = expected;
+    a.fail->seen = seen;
+    __threadfence_system();
+  }
+}
+__device__ __forceinline__ bool proxy_failed(const ProxyRttArgs& a) {
+  return *reinterpret_cast<volatile uint32_t*>(&a.fail->flag) != 0;
+}
+__device__ __forceinline__ int pphase(const ProxyRttArgs& a) { return *reinterpret_cast<volatile int*>(a.phase); }
+__device__ __forceinline__ void set_pphase(const ProxyRttArgs& a, int v) {
+  __threadfence();
+  *reinterpret_cast<volatile int*>(a.phase) = v;
+  __threadfence();
+}
+
+// Polls a host word the workers write, bounded by the timeout (and the stop phase when stop_ok).
+__device__ bool proxy_poll(const ProxyRttArgs& a, uint32_t slot, uint64_t want, bool stop_ok, uint32_t ring) {
+  const unsigned long long start = kc_globaltimer();
+  for (uint32_t spin = 0;; ++spin) {
+    const uint64_t v = proxy::load_relaxed_sys(a.remote_dev + slot);
+    if (v == want) return true;
+    if ((spin & 63) == 63) {
+      if (proxy_failed(a)) return false;
+      if (stop_ok && pphase(a) == 2) return false;
+      if (kc_globaltimer() - start > a.timeout_ns) {
+        proxy_fail(a, 3, ring, want, v);
+        return false;
+      }
+    }
+  }
+}
+
+__global__ void proxy_rtt_kernel(ProxyRttArgs a) {
+  if (threadIdx.x != 0) return;
+  if (blockIdx.x == 0) {
+    // ---- probe on ring 0 ----
+    const unsigned long long t0 = kc_globaltimer();
+    while (*reinterpret_cast<volatile unsigned int*>(a.ready) < a.bulk_ctas) {
+      if (kc_globaltimer() - t0 > a.timeout_ns) {
+        proxy_fail(a, 3, 0, a.bulk_ctas, *reinterpret_cast<volatile unsigned int*>(a.ready));
+        set_pphase(a, 2);
+        return;
+      }
+    }
+    const unsigned long long t1 = kc_globaltimer();
+    while (kc_globaltimer() - t1 < a.settle_ns) {
+    }
+    const proxy::RingView r = a.rings[0];
+    proxy::TunedProducer tp = a.tuned[0];
+    ClockStamp clk{};
+    const uint32_t total = a.warmup + a.iters;
+    uint32_t i = 0;
+    for (; i < total; ++i) {
+      if (i == a.warmup) {
+        set_pphase(a, 1);
+        stamp_begin(&clk);
+      }
+      const uint64_t v = i + 1;
+      proxy::WaitError e{};
+      const uint32_t info = proxy::make_info(proxy::Op::write_inline, kPingSlot, false);
+      const long long c0 = clock64();
+      const uint64_t ticket = a.shared ? proxy::enqueue_baseline(r, v, info, a.timeout_ns, &e)
+                                       : proxy::enqueue_tuned(r, tp, v, info, a.timeout_ns, &e);
+      bool ok = ticket != ~0ull;
+      if (!ok) proxy_fail(a, e.what, 0, e.expected, e.seen);
+      if (ok) {
+        if (a.pingpong) {
+          ok = proxy_poll(a, kPongSlot, v, false, 1);
+        } else {
+          ok = proxy::wait_done(r, ticket + 1, a.timeout_ns, &e) == WaitStatus::ok;
+          if (!ok) proxy_fail(a, e.what, 0, e.expected, e.seen);
+        }
+      }
+      const long long c1 = clock64();
+      if (!ok) break;
+      if (i >= a.warmup) a.cycles[i - a.warmup] = static_cast<uint32_t>(min(c1 - c0, 0xffffffffll));
+    }
+    if (i >= a.warmup) stamp_end(&clk);
+    if (!a.shared) {
+      a.tuned[0] = tp;
+      a.ring_tickets[0] = tp.tail;
+    }
+    *a.clock = clk;
+    *a.probe_done = i;
+    set_pphase(a, 2);
+    return;
+  }
+  if (blockIdx.x == 1) {
+    // ---- responder on ring 1 (tuned: its only producer) ----
+    if (!a.pingpong) return;
+    const proxy::RingView r = a.rings[1];
+    proxy::TunedProducer tp = a.tuned[1];
+    for (uint64_t v = 1; v <= a.warmup + a.iters; ++v) {
+      if (!proxy_poll(a, kPingSlot, v, true, 0)) break;
+      proxy::WaitError e{};
+      if (proxy::enqueue_tuned(r, tp, v, proxy::make_info(proxy::Op::write_inline, kPongSlot, false), a.timeout_ns, &e) ==
+          ~0ull) {
+        proxy_fail(a, e.what, 1, e.expected, e.seen);
+        break;
+      }
+    }
+    a.tuned[1] = tp;
+    a.ring_tickets[1] = tp.tail;
+    return;
+  }
+  // ---- bulk CTA k ----
+  const uint32_t k = blockIdx.x - 2;
+  const uint32_t ring = a.shared ? 0 : 2 + k % (a.nrings - 2);
+  const proxy::RingView r = a.rings[ring];
+  atomicAdd(a.ready, 1u);
+  BulkStat st{};
+  unsigned long long win_start = 0, win_posted0 = 0;
+  const unsigned long long t0 = kc_globaltimer();
+  unsigned long long next = t0;
+  uint32_t slot = 0;
+  for (;;) {
+    const int ph = pphase(a);
+    if (ph == 2 || proxy_failed(a)) break;
+    const unsigned long long now = kc_globaltimer();
+    if (ph == 1 && win_start == 0) {
+      win_start = now;
+      win_posted0 = st.posted;
+    }
+    if (now - t0 > a.deadline_ns) break;
+    if (a.period_ns) {
+      if (now < next) continue;
+      next += a.period_ns;
+      if (next + 64 * a.period_ns < now) next = now;
+    }
+    proxy::WaitError e{};
+    const uint32_t s = kProxyBulkBase + (k % 32) * kProxyBulkSlots + slot;
+    slot = (slot + 1) % kProxyBulkSlots;
+    if (proxy::enqueue_baseline(r, st.posted, proxy::make_info(proxy::Op::write_inline, s, false), a.timeout_ns, &e) ==
+        ~0ull) {
+      proxy_fail(a, e.what, ring, e.expected, e.seen);
+      break;
+    }
+    ++st.posted;
+  }
+  if (win_start) {
+    st.win_posted = st.posted - win_posted0;
+    st.win_ns = kc_globaltimer() - win_start;
+  }
+  a.bulk[k] = st;
+}
+
 __global__ void drain_kernel(gda::Context ctx) {
   const uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
   if (q < ctx.num_qps) gda::quiet_qp(ctx, ctx.qps[q]);
 }
 
-std::vector<Record> run_point(const Point& p, const Options& o) {
-  const auto& q = p.params;
-  const std::string transport = q.get_string("transport", "mini-gda");
-  const std::string nic = nic_backend_of(p, o, "softnic-gpu");
-  const std::string queue = q.get_string("queue", "reserved");
-  const std::string probe = q.get_string("probe", "pingpong");
-  const long long bulk_ctas = q.get_int("bulk_ctas", 0);
-  const double pace = q.get_double("pace_mmsgs", 0);
-  const long long batch = q.get_int("batch", 8);
-  const long long settle_us = q.get_int("settle_us", 200);
-  const long long sq_wqebbs = q.get_int("sq_wqebbs", 1024);
-  auto bad = [](const std::string& m) { throw PointFailure("bad parameter: " + m); };
-  if (transport != "mini-gda") bad("transport must be mini-gda (mini-proxy is not implemented in this driver), got " + transport);
-  if (nic != "softnic-gpu" && nic != "softnic-cpu") bad("nic_backend must be softnic-gpu or softnic-cpu, got " + nic);
-  if (queue != "shared" && queue != "reserved") bad("queue must be shared or reserved, got " + queue);
-  if (probe != "pingpong" && probe != "completion") bad("probe must be pingpong or completion, got " + probe);
-  if (bulk_ctas < 0 || bulk_ctas > 128) bad("bulk_ctas must be in 0..128");
-  if (batch < 1 || batch > kMaxBatch) bad("batch must be in 1..16");
-  if (pace < 0) bad("pace_mmsgs must be >= 0");
-  if (sq_wqebbs < 64 || sq_wqebbs > 65536 || (sq_wqebbs & (sq_wqebbs - 1))) bad("sq_wqebbs must be a power of two in 64..65536");
-  if (o.iters > 100000) bad("--iters must be <= 100000 here");
-  if (gpu_count() < 1) throw HardwareMissing("no CUDA device: gicomm-bench-loaded-rtt needs a GPU");
-  if (nic == "softnic-gpu" && gpu_count() < 2)
-    throw PointFailure("nic_backend softnic-gpu needs 2 GPUs (engine on GPU 1), found " + std::to_string(gpu_count()));
-  KC_CUDA(cudaSetDevice(0));
-  int sms = 0;
-  KC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  // softnic-gpu with the engine on the same GPU is not used here, so every block has an SM.
-  if (2 + bulk_ctas > sms) bad("2 + bulk_ctas must fit the GPU's " + std::to_string(sms) + " SMs (all blocks co-resident)");
+struct RttConfig {
+  std::string transport, nic, queue, probe;
+  uint32_t bulk_ctas, batch, workers, rings;
+  double pace;
+  long long settle_us, sq_wqebbs;
+};
 
-  const bool shared = queue == "shared";
-  const uint32_t nbulk = static_cast<uint32_t>(bulk_ctas);
+// What one kernel run gives back, whichever transport.
+struct RttRun {
+  std::vector<uint32_t> cycles;
+  std::vector<BulkStat> bulk;
+  ClockStamp clock{};
+  unsigned long long done = 0;
+};
+
+std::vector<Record> records_of(const RttRun& run, bool pingpong, uint32_t iters) {
+  double rate = 0;  // msgs per ns summed over CTAs
+  for (const BulkStat& b : run.bulk)
+    if (b.win_ns) rate += double(b.win_posted) / double(b.win_ns);
+  const double mhz = mhz_of(run.clock);
+  if (mhz <= 0) throw PointFailure("SM clock measurement failed (zero elapsed globaltimer)");
+  std::vector<double> ns;
+  for (uint32_t c : run.cycles) ns.push_back(double(c) * 1000.0 / mhz);
+  std::vector<Record> out;
+  out.push_back(Record::ok(pingpong ? "rtt_ns" : "completion_ns", "ns", bench::compute_stats(ns)));
+  out.push_back(scalar("bulk_msg_rate", "Mmsg/s", rate * 1000.0));
+  const double window_ns = double(run.clock.t1 - run.clock.t0);
+  out.push_back(scalar("probe_msg_rate", "Mmsg/s", window_ns > 0 ? double(iters) * 1000.0 / window_ns : 0.0));
+  for (Record& r : out) r.sm_clock_mhz = mhz;
+  return out;
+}
+
+unsigned long long period_of(const RttConfig& c) {
+  // Total pace_mmsgs spread over the CTAs: each CTA issues `batch` messages per period.
+  return c.pace > 0 && c.bulk_ctas > 0 ? static_cast<unsigned long long>(double(c.batch) * c.bulk_ctas * 1000.0 / c.pace)
+                                       : 0;
+}
+
+RttRun run_gda(const RttConfig& c, const Options& o) {
+  const bool shared = c.queue == "shared";
+  const uint32_t nbulk = c.bulk_ctas;
   gda::SessionConfig sc;
-  sc.engine = nic;
+  sc.engine = c.nic;
   sc.num_qps = 2 + (shared ? 0 : nbulk);
-  sc.sq_wqebbs = static_cast<uint32_t>(sq_wqebbs);
+  sc.sq_wqebbs = static_cast<uint32_t>(c.sq_wqebbs);
   sc.timeout_ms = static_cast<uint32_t>(o.timeout_ms);
   // Destination words where the engine writes: ping, pong (own cache lines), then the bulk slots.
-  NicBuf dst(nic, 0, 256 + size_t(std::max<uint32_t>(1, nbulk)) * kBulkSlots * 8);
+  NicBuf dst(c.nic, 0, 256 + size_t(std::max<uint32_t>(1, nbulk)) * kBulkSlots * 8);
   gda::Session s(sc);
   const uint32_t rkey = s.register_mr(dst.p, dst.bytes, softnic::kAccessRemoteWrite | softnic::kAccessLocalWrite).rkey;
   s.start_engine();
@@ -280,11 +484,11 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
   a.bulk_dst = reinterpret_cast<uint64_t*>(base + 256);
   a.rkey = rkey;
   a.shared = shared ? 1 : 0;
-  a.pingpong = probe == "pingpong" ? 1 : 0;
+  a.pingpong = c.probe == "pingpong" ? 1 : 0;
   a.bulk_ctas = nbulk;
-  a.batch = static_cast<uint32_t>(batch);
-  a.period_ns = pace > 0 && nbulk > 0 ? static_cast<unsigned long long>(double(batch) * nbulk * 1000.0 / pace) : 0;
-  a.settle_ns = static_cast<unsigned long long>(settle_us) * 1000ull;
+  a.batch = c.batch;
+  a.period_ns = period_of(c);
+  a.settle_ns = static_cast<unsigned long long>(c.settle_us) * 1000ull;
   a.deadline_ns = 120ull * 1000000000ull;
   a.warmup = static_cast<uint32_t>(std::max(0, o.warmup));
   a.iters = iters;
@@ -303,7 +507,7 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
   } g{stream};
   // Order: GPU-scope fence with the gpu engine (queues in GPU memory, the paper's default),
   // system-scope fence with the cpu engine (queues in host memory).
-  if (nic == "softnic-gpu")
+  if (c.nic == "softnic-gpu")
     rtt_kernel<order::GpuFence><<<2 + nbulk, 32, 0, stream>>>(a);
   else
     rtt_kernel<order::SysFence><<<2 + nbulk, 32, 0, stream>>>(a);
@@ -316,36 +520,209 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
   if (err.empty()) err = s.take_error();
   s.stop_engine();
   const softnic::Counters k = s.engine_counters();
-  const auto stats = bulk.read();
-  unsigned long long done = 0;
-  KC_CUDA(cudaMemcpy(&done, probe_done.p, sizeof done, cudaMemcpyDeviceToHost));
+  RttRun run;
+  run.bulk = nbulk ? bulk.read() : std::vector<BulkStat>{};
+  KC_CUDA(cudaMemcpy(&run.done, probe_done.p, sizeof run.done, cudaMemcpyDeviceToHost));
   uint64_t bulk_posted = 0;
-  double rate = 0;  // msgs per ns summed over CTAs
-  for (const BulkStat& b : stats) {
-    bulk_posted += b.posted;
-    if (b.win_ns) rate += double(b.win_posted) / double(b.win_ns);
-  }
-  if (!err.empty()) throw PointFailure("mini-gda: " + err + " (exchange " + std::to_string(done) + ")");
-  const uint64_t expected = done * (a.pingpong ? 2 : 1) + (nbulk ? bulk_posted : 0);
+  for (const BulkStat& b : run.bulk) bulk_posted += b.posted;
+  if (!err.empty()) throw PointFailure("mini-gda: " + err + " (exchange " + std::to_string(run.done) + ")");
+  const uint64_t expected = run.done * (a.pingpong ? 2 : 1) + bulk_posted;
   if (k.wqes != expected || k.errors || k.flushes) {
     std::ostringstream m;
     m << "mini-gda: engine executed " << k.wqes << " WQEs (" << k.errors << " errors, " << k.flushes
-      << " flushed), expected " << expected << " (probe " << done << ", bulk " << bulk_posted << ")";
+      << " flushed), expected " << expected << " (probe " << run.done << ", bulk " << bulk_posted << ")";
     throw PointFailure(m.str());
   }
-  if (done < a.warmup + a.iters) throw PointFailure("probe stopped after " + std::to_string(done) + " exchanges");
-  ClockStamp clk{};
-  KC_CUDA(cudaMemcpy(&clk, clock.p, sizeof clk, cudaMemcpyDeviceToHost));
-  const double mhz = mhz_of(clk);
-  if (mhz <= 0) throw PointFailure("SM clock measurement failed (zero elapsed globaltimer)");
-  std::vector<double> ns;
-  for (uint32_t c : cycles.read()) ns.push_back(double(c) * 1000.0 / mhz);
-  std::vector<Record> out;
-  out.push_back(Record::ok(a.pingpong ? "rtt_ns" : "completion_ns", "ns", bench::compute_stats(ns)));
-  out.push_back(scalar("bulk_msg_rate", "Mmsg/s", rate * 1000.0));
-  const double window_ns = double(clk.t1 - clk.t0);
-  out.push_back(scalar("probe_msg_rate", "Mmsg/s", window_ns > 0 ? double(iters) * 1000.0 / window_ns : 0.0));
-  for (Record& r : out) r.sm_clock_mhz = mhz;
+  if (run.done < a.warmup + a.iters) throw PointFailure("probe stopped after " + std::to_string(run.done) + " exchanges");
+  KC_CUDA(cudaMemcpy(&run.clock, clock.p, sizeof run.clock, cudaMemcpyDeviceToHost));
+  run.cycles = cycles.read();
+  return run;
+}
+
+RttRun run_proxy(const RttConfig& c, const Options& o) {
+  const bool shared = c.queue == "shared";
+  const uint32_t nbulk = c.bulk_ctas;
+  const uint32_t nrings = c.rings;
+  const uint64_t timeout_ns = uint64_t(o.timeout_ms) * 1000000ull;
+  constexpr uint32_t kCapacity = 1024;
+  HostBuf<proxy::Desc> slots(size_t(nrings) * kCapacity);
+  HostBuf<proxy::RingCounters> counters(nrings);
+  HostBuf<uint64_t> remote(kProxyBulkBase + 32 * kProxyBulkSlots);
+  HostBuf<ProxyFail> fail(1);
+  DevBuf<uint64_t> reserve(nrings);
+  DevBuf<proxy::RingView> views(nrings);
+  DevBuf<proxy::TunedProducer> tuned(2);
+  std::vector<proxy::RingView> host(nrings), dev(nrings);
+  for (uint32_t r = 0; r < nrings; ++r) {
+    proxy::RingView h{};
+    h.slots = slots.p + size_t(r) * kCapacity;
+    h.head = &counters.p[r].head;
+    h.done = &counters.p[r].done;
+    h.reserve = &counters.p[r].tail;
+    h.capacity = kCapacity;
+    h.id = r;
+    host[r] = h;
+    proxy::RingView gv = h;
+    gv.slots = slots.d + size_t(r) * kCapacity;
+    gv.head = &counters.d[r].head;
+    gv.done = &counters.d[r].done;
+    gv.reserve = reserve.p + r;  // GPU producers reserve with a device atomic (baseline)
+    dev[r] = gv;
+  }
+  KC_CUDA(cudaMemcpy(views.p, dev.data(), sizeof(proxy::RingView) * nrings, cudaMemcpyHostToDevice));
+  softnic::SoftNic nic;
+  const auto mr = nic.register_mr(remote.p, remote.n * 8, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
+  proxy::SoftnicTarget t;
+  t.remote_addr = mr.addr;
+  t.rkey = mr.rkey;
+  t.local_addr = mr.addr;
+  t.lkey = mr.lkey;
+  t.sq_wqebbs = 256;
+  auto backend = proxy::make_softnic_backend(nic, t);
+  proxy::PoolConfig pc;
+  pc.workers = c.workers;
+  pc.batch = c.batch;
+  pc.numa_node = 0;
+  pc.stall_timeout_ns = timeout_ns;
+  std::string err;
+  auto pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
+  if (!pool) {
+    pc.numa_node = -1;  // no NUMA node 0 visible: unpinned workers
+    pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
+    if (!pool) throw PointFailure("mini-proxy pool: " + err);
+  }
+  softnic::CpuEngine engine(nic, static_cast<int>(c.workers));
+  engine.start();
+  struct Stopper {
+    std::unique_ptr<proxy::WorkerPool>& pool;
+    softnic::CpuEngine& engine;
+    uint64_t timeout_ns;
+    ~Stopper() {
+      std::string e;
+      if (pool) pool->stop(nullptr, timeout_ns, &e);
+      engine.stop();
+    }
+  } stopper{pool, engine, timeout_ns};
+  if (!pool->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
+  KC_CUDA(cudaSetDevice(0));
+
+  const uint32_t iters = static_cast<uint32_t>(std::max(1, o.iters));
+  DevBuf<uint32_t> cycles(iters);
+  DevBuf<unsigned int> ready(1);
+  DevBuf<int> phase(1);
+  DevBuf<BulkStat> bulk(std::max<uint32_t>(1, nbulk));
+  DevBuf<unsigned long long> probe_done(1), ring_tickets(nrings);
+  DevBuf<ClockStamp> clock(1);
+  ProxyRttArgs a{};
+  a.rings = views.p;
+  a.tuned = tuned.p;
+  a.nrings = nrings;
+  a.shared = shared ? 1 : 0;
+  a.pingpong = c.probe == "pingpong" ? 1 : 0;
+  a.bulk_ctas = nbulk;
+  a.remote = remote.p;
+  a.remote_dev = remote.d;
+  a.period_ns = period_of(c);
+  a.settle_ns = static_cast<unsigned long long>(c.settle_us) * 1000ull;
+  a.deadline_ns = 120ull * 1000000000ull;
+  a.timeout_ns = timeout_ns;
+  a.warmup = static_cast<uint32_t>(std::max(0, o.warmup));
+  a.iters = iters;
+  a.cycles = cycles.p;
+  a.ready = ready.p;
+  a.phase = phase.p;
+  a.bulk = bulk.p;
+  a.probe_done = probe_done.p;
+  a.ring_tickets = ring_tickets.p;
+  a.clock = clock.p;
+  a.fail = fail.d;
+  cudaStream_t stream;
+  KC_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct Guard {
+    cudaStream_t s;
+    ~Guard() { cudaStreamDestroy(s); }
+  } g{stream};
+  proxy_rtt_kernel<<<2 + nbulk, 32, 0, stream>>>(a);
+  KC_CUDA(cudaGetLastError());
+  wait_stream(stream, 150.0, kProgram);
+  RttRun run;
+  KC_CUDA(cudaMemcpy(&run.done, probe_done.p, sizeof run.done, cudaMemcpyDeviceToHost));
+  if (fail.p->flag) {
+    const ProxyFail& f = *fail.p;
+    std::ostringstream m;
+    m << "mini-proxy: block " << f.block << " ring " << f.ring << ": "
+      << (f.what == proxy::kWaitRingFull ? "ring full, consumer head "
+                                         : f.what == proxy::kWaitCompletion ? "completion wait timed out, done "
+                                                                            : "payload word wait timed out, value ")
+      << f.seen << ", expected " << f.expected << " (exchange " << run.done << ")";
+    if (pool->failed()) m << "; worker: " << pool->error();
+    throw PointFailure(m.str());
+  }
+  // Drain: every ring must consume and complete exactly the tickets its producers took.
+  const std::vector<uint64_t> res = reserve.read();
+  const std::vector<unsigned long long> tk = ring_tickets.read();
+  std::vector<uint64_t> expected(nrings);
+  for (uint32_t r = 0; r < nrings; ++r) {
+    const bool tuned_ring = r == 1 || (r == 0 && !shared);
+    expected[r] = tuned_ring ? tk[r] : res[r];
+  }
+  if (!pool->stop(&expected, timeout_ns, &err)) throw PointFailure("mini-proxy drain: " + err);
+  pool.reset();
+  run.bulk = nbulk ? bulk.read() : std::vector<BulkStat>{};
+  if (run.done < a.warmup + a.iters) throw PointFailure("probe stopped after " + std::to_string(run.done) + " exchanges");
+  KC_CUDA(cudaMemcpy(&run.clock, clock.p, sizeof run.clock, cudaMemcpyDeviceToHost));
+  run.cycles = cycles.read();
+  return run;
+}
+
+std::vector<Record> run_point(const Point& p, const Options& o) {
+  const auto& q = p.params;
+  RttConfig c;
+  c.transport = q.get_string("transport", "mini-gda");
+  c.nic = nic_backend_of(p, o, c.transport == "mini-proxy" ? "softnic-cpu" : "softnic-gpu");
+  c.queue = q.get_string("queue", "reserved");
+  c.probe = q.get_string("probe", "pingpong");
+  const long long bulk_ctas = q.get_int("bulk_ctas", 0);
+  c.pace = q.get_double("pace_mmsgs", 0);
+  const long long batch = q.get_int("batch", 8);
+  c.settle_us = q.get_int("settle_us", 200);
+  c.sq_wqebbs = q.get_int("sq_wqebbs", 1024);
+  const long long workers = q.get_int("workers", 2);
+  const long long rings = q.get_int("rings", std::min<long long>(32, 2 + std::max<long long>(1, bulk_ctas)));
+  auto bad = [](const std::string& m) { throw PointFailure("bad parameter: " + m); };
+  if (c.transport != "mini-gda" && c.transport != "mini-proxy") bad("transport must be mini-gda or mini-proxy, got " + c.transport);
+  if (c.transport == "mini-gda" && c.nic != "softnic-gpu" && c.nic != "softnic-cpu")
+    bad("mini-gda runs on nic_backend softnic-gpu or softnic-cpu, got " + c.nic);
+  if (c.transport == "mini-proxy" && c.nic != "softnic-cpu")
+    bad("mini-proxy workers post to nic_backend softnic-cpu, got " + c.nic);
+  if (c.queue != "shared" && c.queue != "reserved") bad("queue must be shared or reserved, got " + c.queue);
+  if (c.probe != "pingpong" && c.probe != "completion") bad("probe must be pingpong or completion, got " + c.probe);
+  if (bulk_ctas < 0 || bulk_ctas > 128) bad("bulk_ctas must be in 0..128");
+  if (batch < 1 || batch > kMaxBatch) bad("batch must be in 1..16");
+  if (c.pace < 0) bad("pace_mmsgs must be >= 0");
+  if (c.sq_wqebbs < 64 || c.sq_wqebbs > 65536 || (c.sq_wqebbs & (c.sq_wqebbs - 1)))
+    bad("sq_wqebbs must be a power of two in 64..65536");
+  if (workers < 1 || workers > proxy::kMaxWorkers) bad("workers must be in 1..8");
+  if (rings < 3 || rings > proxy::kMaxRings || rings < workers) bad("rings must be in max(3, workers)..32");
+  if (o.iters > 100000) bad("--iters must be <= 100000 here");
+  c.bulk_ctas = static_cast<uint32_t>(bulk_ctas);
+  c.batch = static_cast<uint32_t>(batch);
+  c.workers = static_cast<uint32_t>(workers);
+  c.rings = static_cast<uint32_t>(rings);
+  if (gpu_count() < 1) throw HardwareMissing("no CUDA device: gicomm-bench-loaded-rtt needs a GPU");
+  if (c.nic == "softnic-gpu" && gpu_count() < 2)
+    throw PointFailure("nic_backend softnic-gpu needs 2 GPUs (engine on GPU 1), found " + std::to_string(gpu_count()));
+  KC_CUDA(cudaSetDevice(0));
+  int sms = 0;
+  KC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // The probe, the responder and every bulk CTA spin on each other: all must be resident at once.
+  if (2 + bulk_ctas > sms) bad("2 + bulk_ctas must fit the GPU's " + std::to_string(sms) + " SMs (all blocks co-resident)");
+  const RttRun run = c.transport == "mini-gda" ? run_gda(c, o) : run_proxy(c, o);
+  std::vector<Record> out = records_of(run, c.probe == "pingpong", static_cast<uint32_t>(std::max(1, o.iters)));
+  for (Record& r : out) {
+    r.transport = c.transport;
+    r.nic_backend = c.nic;
+  }
   return out;
 }
 
