@@ -290,3 +290,16 @@ def test_archived_nvlink_records(name):
             seen.add(r["point_id"])
         assert seen == set(ids)  # every point in every run
     assert transports == {"direct-store", "nvshmem-p2p", "nccl-lsa"}
+
+
+def test_nic_baselines_say_why_they_cannot_run_without_a_nic():
+    e = load_experiment(REPO / "config/experiments/library_baselines.yaml")
+    hw = {
+        "gpus": {"devices": [{}, {}], "p2p_nvlink": [["x", "nvlink"], ["nvlink", "x"]]},
+        "rdma": {"devices": []},
+    }
+    for point in e.points():
+        reasons = unmet_needs(e.needs_of(point), hw, {"cuda": True})
+        assert any("RDMA NIC" in r for r in reasons), point.params
+        if point.params["transport"] == "fabric-lib":
+            assert any("2 nodes" in r for r in reasons)
