@@ -278,8 +278,10 @@ def connection_scaling(
     f = p.sm_clock_mhz
     n = int(connections)
     topo = Topology()
-    q0 = topo.add_queues(n, ASSUME_F10_QP_DEPTH)
     batch = min(writes_per_visit, 32)
+    # with fewer connections than producers, each sharing producer gets two batches of room
+    depth = max(ASSUME_F10_QP_DEPTH, 2 * batch * -(-producers // n))
+    q0 = topo.add_queues(n, depth)
     per = max(n // producers, 1)
     nmsg = max(int(cycles * per * writes_per_visit), min_msgs // producers)
     for i in range(producers):
