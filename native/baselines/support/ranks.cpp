@@ -51,7 +51,7 @@ void remove_rendezvous_dir(const std::string& dir) {
 }  // namespace
 
 std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankContext& base,
-                                   const std::function<int(RankContext&)>& body) {
+                                   const std::function<int(RankContext&)>& body, double grace_s) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
@@ -97,7 +97,7 @@ std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankCont
         progressed = true;
         // One rank failing leaves its partner waiting on it: give the partner a short grace.
         if (!outcome[r].empty()) {
-          const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          const auto grace = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
           for (int q = 0; q < nranks; ++q) {
             if (reaped[q]) continue;
             while (std::chrono::steady_clock::now() < grace) {
