@@ -182,9 +182,10 @@ void wait_launch(cudaStream_t s, double limit_s) {
 }
 
 struct CpuClock {
-  std::optional<double> mhz;
-  std::string source;  // scaling_cur_freq / proc_cpuinfo / the reason it is unknown
+  std::optional<double> mhz;  // mean over the worker cores
+  std::string source;         // scaling_cur_freq / proc_cpuinfo / the reason it is unknown
   double min = 0, max = 0;
+  std::string per_core;       // "2100,2100,...": one value per worker, in worker order
 };
 
 CpuClock read_worker_clocks(const std::vector<int>& cpus) {
@@ -202,6 +203,7 @@ CpuClock read_worker_clocks(const std::vector<int>& cpus) {
       return c;
     }
     c.source = f.source;
+    c.per_core += (n ? "," : "") + std::to_string(static_cast<long>(f.mhz + 0.5));
     c.min = n ? std::min(c.min, f.mhz) : f.mhz;
     c.max = n ? std::max(c.max, f.mhz) : f.mhz;
     sum += f.mhz;
@@ -454,6 +456,7 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
   params.set("worker_cpus", cpus);
   params.set("cpu_clock_source", clk.source);
   if (clk.mhz) {
+    params.set("cpu_mhz_per_worker", clk.per_core);
     params.set("cpu_mhz_min", clk.min);
     params.set("cpu_mhz_max", clk.max);
   }
