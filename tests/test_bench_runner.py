@@ -106,3 +106,25 @@ def test_missing_driver_skips_with_reason(tmp_path: Path):
     (rec,) = iter_records(job.output)
     assert rec["status"] == "skipped" and "gicomm-bench-fake is not built" in rec["error"]
     assert json.loads(job.output.read_text())["point_id"] == rec["point_id"]
+
+
+def test_job_on_a_node_without_the_declared_hardware_fails_early(tmp_path: Path):
+    from dataclasses import replace
+
+    import pytest
+
+    from gicomm.bench import HardwareMismatch
+
+    spec = {
+        "template": False,
+        "gpu": {"per_node": 4},
+        "nics": [{"name": f"mlx5_{i}"} for i in range(4)],
+    }
+    job = replace(make_job(tmp_path, experiment(["a"])), platform="h200", platform_spec=spec)
+    with pytest.raises(HardwareMismatch) as err:
+        run_batch(job)
+    msg = str(err.value)
+    assert "declares 4 GPU(s) per node, found 0" in msg
+    assert "declares 4 RDMA NIC(s) per node, found 0" in msg
+    assert "platform h200" in msg
+    assert calls(job) == [] and not job.output.exists()

@@ -13,14 +13,15 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gicomm.errors import RecordError
+from gicomm.errors import GicommError, RecordError
 from gicomm.experiments import Experiment, Point
 from gicomm.fsutil import write_atomic
 from gicomm.needs import unmet_needs
+from gicomm.probe import probe_node
 from gicomm.records import append_records, iter_records
 
 EXIT_MISSING_HARDWARE = 3
@@ -42,6 +43,27 @@ class BatchJob:
     point_s: int = 300
     max_nodes: int = 1
     may_lock_clocks: bool = False
+    platform_spec: dict[str, Any] = field(default_factory=dict)
+
+
+class HardwareMismatch(GicommError):
+    """A job landed on a node without the hardware its platform declares."""
+
+
+def declared_but_missing(spec: dict[str, Any], node: dict[str, Any]) -> list[str]:
+    """What a (non-template) platform declares per node that this node does not have."""
+    if not spec or spec.get("template"):
+        return []
+    reasons = []
+    want_gpus = (spec.get("gpu") or {}).get("per_node") or 0
+    gpus = node.get("gpus", {}).get("devices", [])
+    if len(gpus) < want_gpus:
+        reasons.append(f"the platform declares {want_gpus} GPU(s) per node, found {len(gpus)}")
+    want_nics = len(spec.get("nics") or [])
+    nics = node.get("rdma", {}).get("devices", [])
+    if len(nics) < want_nics:
+        reasons.append(f"the platform declares {want_nics} RDMA NIC(s) per node, found {len(nics)}")
+    return reasons
 
 
 def log(msg: str) -> None:
@@ -115,11 +137,20 @@ def driver_argv(job: BatchJob, points_file: Path) -> list[str]:
 def run_batch(job: BatchJob) -> None:
     job.partial.parent.mkdir(parents=True, exist_ok=True)
     build = json.loads((job.build_dir / "gicomm_build.json").read_text())
+    # On a described platform the job may land on any node: check this node, and fail early (the
+    # scheduler retries elsewhere) when it lacks what the platform declares.
+    node = job.hardware if job.platform_spec.get("template", True) else probe_node()
+    missing = declared_but_missing(job.platform_spec, node)
+    if missing:
+        raise HardwareMismatch(
+            f"job landed on node {node.get('hostname')} without the declared hardware of platform "
+            f"{job.platform}: {'; '.join(missing)}"
+        )
     done = finished_points(job.partial)
     runnable = []
     for p in job.points:
         reasons = unmet_needs(
-            job.experiment.needs_of(p), job.hardware, build, job.max_nodes, job.may_lock_clocks
+            job.experiment.needs_of(p), node, build, job.max_nodes, job.may_lock_clocks
         )
         if not reasons and not driver_path(job).exists():
             reasons = [f"driver {job.experiment.driver} is not built on this host"]

@@ -33,7 +33,17 @@ class Campaign:
     timeouts: dict[str, Any]
     experiments: dict[str, Experiment]
     archived: tuple[str, ...]
+    platform_spec: dict[str, Any] = field(repr=False, default_factory=dict)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @property
+    def max_nodes(self) -> int:
+        """Nodes one job may span on this platform (1 on the local machine)."""
+        return int((self.platform_spec.get("nodes") or {}).get("per_job_max") or 1)
+
+    @property
+    def may_lock_clocks(self) -> bool:
+        return bool((self.platform_spec.get("clocks") or {}).get("user_may_lock"))
 
     def runs_of(self, experiment: Experiment) -> int:
         return self.runs if self.runs is not None else experiment.repetitions
@@ -53,6 +63,32 @@ def default_host(platform: str) -> str:
     return socket.gethostname().split(".")[0] if platform == "local" else platform
 
 
+def load_platform_spec(cfg: dict[str, Any], source: str, config_dir: Path) -> dict[str, Any]:
+    """The platform's spec: from the config (a platform file given as --configfile) or from
+    config/platforms/<platform>.yaml; validated against workflow/schemas/platform.schema.yaml."""
+    name = cfg["platform"]
+    if "platform_spec" in cfg:
+        doc, where = {"platform": name, "platform_spec": cfg["platform_spec"]}, source
+    else:
+        path = config_dir / "platforms" / f"{name}.yaml"
+        if not path.exists():
+            known = sorted(p.stem for p in (config_dir / "platforms").glob("*.yaml"))
+            raise ConfigError(
+                f"{source}: 'platform': value {name!r} is not a known platform; "
+                f"allowed: {', '.join(known) or '(no config/platforms/*.yaml)'}"
+            )
+        doc, where = load_yaml(path), str(path)
+        if not isinstance(doc, dict) or doc.get("platform") != name:
+            found = doc.get("platform") if isinstance(doc, dict) else None
+            raise ConfigError(
+                f"{path}: 'platform': value {found!r} must equal the file name {name!r}"
+            )
+    problems = validate(doc, "platform", where)
+    if problems:
+        raise ConfigError("invalid platform:\n  " + "\n  ".join(problems))
+    return doc["platform_spec"]
+
+
 def load_campaign(
     config: dict[str, Any],
     source: str = "config",
@@ -69,12 +105,7 @@ def load_campaign(
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     cfg = apply_defaults(config, load_schema("config"))
 
-    platforms = sorted(p.stem for p in (config_dir / "platforms").glob("*.yaml"))
-    if cfg["platform"] != "local" and cfg["platform"] not in platforms:
-        raise ConfigError(
-            f"{source}: 'platform': value {cfg['platform']!r} is not a known platform; "
-            f"allowed: {', '.join(sorted(set(platforms) | {'local'}))}"
-        )
+    platform_spec = load_platform_spec(cfg, source, config_dir)
 
     known = available_experiments(config_dir)
     names = known if cfg["experiments"] == "all" else cfg["experiments"]
@@ -108,6 +139,7 @@ def load_campaign(
         timeouts=cfg["timeouts"],
         experiments=experiments,
         archived=tuple(archived),
+        platform_spec=platform_spec,
         raw=cfg,
     )
 

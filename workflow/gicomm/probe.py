@@ -221,6 +221,11 @@ def probe_git(repo: Path = REPO_ROOT) -> dict[str, Any]:
     }
 
 
+def probe_node() -> dict[str, Any]:
+    """The part of the probe a job needs about the node it landed on (fast: no tool versions)."""
+    return {"hostname": socket.gethostname(), "gpus": probe_gpus(), "rdma": probe_rdma()}
+
+
 def probe(host: str) -> dict[str, Any]:
     """Everything the pipeline records about a host, with a provenance id over its content."""
     record: dict[str, Any] = {

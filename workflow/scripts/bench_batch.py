@@ -24,5 +24,8 @@ with logged(snakemake):
         output=Path(snakemake.output[0]),
         wait_ms=campaign.timeouts["wait_ms"],
         point_s=campaign.timeouts["point_s"],
+        max_nodes=campaign.max_nodes,
+        may_lock_clocks=campaign.may_lock_clocks,
+        platform_spec=campaign.platform_spec,
     )
     run_batch(job)
