@@ -303,3 +303,22 @@ def test_nic_baselines_say_why_they_cannot_run_without_a_nic():
         assert any("RDMA NIC" in r for r in reasons), point.params
         if point.params["transport"] == "fabric-lib":
             assert any("2 nodes" in r for r in reasons)
+
+
+@pytest.mark.skipif(not ARCHIVE.exists(), reason="no archived NVLink dissection")
+def test_dissection_table_splits_mechanism_and_library():
+    from gicomm.baselines.dissection import dissect
+    from gicomm.tidy import summarize, tidy_from_files
+
+    files = sorted(ARCHIVE.parent.glob("nvlink_*/*/run*.jsonl"))
+    table = dissect(summarize(tidy_from_files(files)))
+    assert set(table["transport"]) == {"nvshmem-p2p", "nccl-lsa"}
+    assert table["mechanism"].notna().all()
+    row = table[
+        (table["experiment"] == "nvlink_dissection")
+        & (table["param_op"] == "p")
+        & (table["metric"] == "issue_cycles")
+    ]
+    for _, r in row.iterrows():
+        assert r["path"] == pytest.approx(r["mechanism"] + r["library"])
+        assert r["library"] > 0  # both libraries add to a bare store's issue

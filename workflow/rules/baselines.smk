@@ -58,3 +58,16 @@ rule baseline_parse_log:
         platform=config.get("platform", "local"),
     script:
         "../scripts/baseline_parse.py"
+
+
+rule nvlink_dissection_table:
+    input:
+        "results/{campaign}/tidy/summary.csv",
+    output:
+        "results/{campaign}/tidy/nvlink_dissection.csv",
+    log:
+        "results/{campaign}/logs/nvlink_dissection.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    script:
+        "../scripts/baseline_dissection.py"
