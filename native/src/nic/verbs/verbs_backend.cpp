@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -176,8 +177,10 @@ class VerbsChannel : public proxy::Channel {
     int64_t retired = 0;
     for (int i = 0; i < got; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
-        *error = std::string("work completion error: ") + ibv_wc_status_str(wc[i].status) +
-                 " (vendor 0x" + std::to_string(wc[i].vendor_err) + ")";
+        char vendor[16];
+        std::snprintf(vendor, sizeof(vendor), "0x%x", wc[i].vendor_err);
+        *error = std::string("work completion error: ") + ibv_wc_status_str(wc[i].status) + " (vendor " +
+                 vendor + ", wr_id " + std::to_string(wc[i].wr_id) + ")";
         return -1;
       }
       retired += static_cast<int64_t>(wc[i].wr_id);
