@@ -17,7 +17,9 @@ log="$out/log.txt"
   echo "== nvidia-smi"; nvidia-smi; nvidia-smi topo -m; echo "== clocks before"; nvidia-smi -q -d CLOCK
 } > "$out/env.txt" 2>&1
 
-# A carried binary that loads answers a bad argument with exit 2.
+# A carried binary that loads answers a bad argument with exit 2. The CUDA runtime they were linked
+# against travels beside them (libcudart.so.13), in case the image keeps it elsewhere.
+export LD_LIBRARY_PATH="$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 usable=1
 for d in kernel-cost loaded-rtt goodput; do
   "$bin/gicomm-bench-$d" --no-such-argument > /dev/null 2>&1

@@ -15,7 +15,7 @@
 // params (link_ref).
 //
 // Point parameters (defaults in brackets):
-//   size 8..65536 bytes [8]  ctas 1..64 [16]  batch 1..64 [16]  msgs_total [clamp(64 MiB / size, 4096, 262144)]
+//   size 8..65536 bytes [8]  ctas 1..64 [16]  batch 1..64 [16]  msgs_total [clamp(64 MiB / size, 1024, 262144)]
 //   nic_backend softnic-gpu|softnic-cpu [softnic-gpu]  transport mini-gda  sq_wqebbs [1024]
 // --iters timed launches (capped at 50), --warmup untimed ones (capped at 5).
 // Metrics: goodput_gbps (GB/s, 1e9 bytes), msg_rate (Mmsg/s).
@@ -91,7 +91,7 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
   const long long ctas = q.get_int("ctas", 16);
   const long long batch = q.get_int("batch", 16);
   const long long sq_wqebbs = q.get_int("sq_wqebbs", 1024);
-  const long long msgs_total = q.get_int("msgs_total", std::clamp<long long>((64ll << 20) / std::max(1ll, size), 4096, 262144));
+  const long long msgs_total = q.get_int("msgs_total", std::clamp<long long>((64ll << 20) / std::max(1ll, size), 1024, 262144));
   auto bad = [](const std::string& m) { throw PointFailure("bad parameter: " + m); };
   if (transport != "mini-gda") bad("transport must be mini-gda (mini-proxy is not implemented in this driver), got " + transport);
   if (nic != "softnic-gpu" && nic != "softnic-cpu") bad("nic_backend must be softnic-gpu or softnic-cpu, got " + nic);

@@ -315,7 +315,8 @@ class Transport {
 
 class GdaTransport : public Transport {
  public:
-  GdaTransport(const Config& c, const Options& o) : dst_(c.nic, 0, size_t(c.blocks) * kSlotsPerBlock * 8) {
+  GdaTransport(const Config& c, const Options& o)
+      : dst_(c.nic, 0, size_t(c.blocks) * kSlotsPerBlock * 8), timeout_ms_(o.timeout_ms) {
     gda::SessionConfig sc;
     sc.engine = c.nic;
     sc.num_qps = static_cast<uint32_t>(c.blocks);
@@ -341,7 +342,7 @@ class GdaTransport : public Transport {
     const gda::Context ctx = s_->context();
     drain_kernel<<<(ctx.num_qps + 127) / 128, 128>>>(ctx);
     KC_CUDA(cudaGetLastError());
-    KC_CUDA(cudaDeviceSynchronize());
+    wait_stream(0, 60.0 + 4.0 * timeout_ms_ / 1000.0, kProgram);  // bounded: every quiet is bounded too
     check_launch();
     s_->stop_engine();
     const softnic::Counters k = s_->engine_counters();
@@ -355,6 +356,7 @@ class GdaTransport : public Transport {
 
  private:
   NicBuf dst_;
+  int timeout_ms_;
   std::unique_ptr<gda::Session> s_;
   uint32_t rkey_ = 0;
 };

@@ -666,8 +666,9 @@ RttRun run_proxy(const RttConfig& c, const Options& o) {
     const bool tuned_ring = r == 1 || (r == 0 && !shared);
     expected[r] = tuned_ring ? tk[r] : res[r];
   }
-  if (!pool->stop(&expected, timeout_ns, &err)) throw PointFailure("mini-proxy drain: " + err);
+  const bool drained = pool->stop(&expected, timeout_ns, &err);
   pool.reset();
+  if (!drained) throw PointFailure("mini-proxy drain: " + err);
   run.bulk = nbulk ? bulk.read() : std::vector<BulkStat>{};
   if (run.done < a.warmup + a.iters) throw PointFailure("probe stopped after " + std::to_string(run.done) + " exchanges");
   KC_CUDA(cudaMemcpy(&run.clock, clock.p, sizeof run.clock, cudaMemcpyDeviceToHost));
