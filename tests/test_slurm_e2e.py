@@ -1,0 +1,180 @@
+"""The pipeline end to end through a real Slurm: the default campaign, `snakemake --profile slurm`.
+
+tests/slurm/setup.sh brings up a one-node Slurm (Debian's slurmctld, slurmd, slurmdbd on mariadb,
+munge) on this machine; this test then runs the CPU-runnable part of the default campaign twice, in
+two fresh copies of the tree, with the same config: once through `--profile slurm` (every job a Slurm
+job, job states read by the plugin through sacct/slurmdbd) and once through `--profile profiles/local`.
+The tidy tables must be equal, after dropping the fields that legitimately differ between two runs:
+
+  records.csv:  timestamp (when the point ran) and the measured values (p50, p90, p99, min, max,
+                mean, stddev, sm_clock_mhz, cpu_clock_mhz, cpu_clock_state): timing noise.
+  summary.csv:  p50, p50_min, p50_max, p99, sm_clock_mhz: the same measured values, aggregated.
+
+Everything else must match row for row: which points ran, each point's status and reason, units,
+sample counts, run indices, and the provenance id (the same host probed inside a Slurm job).
+
+Runs when we are root (CI) or GICOMM_SLURM_TESTS=1 with a cluster already up; skips, saying why,
+only when neither holds. Status-check intervals are shortened on the command line for the test (the
+profile's own values are meant for real clusters).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+SETUP = REPO / "tests" / "slurm" / "setup.sh"
+# The default campaign (config/config.yaml: every experiment, this machine) with its reduced sweeps, a
+# host-only native build, and no archived campaigns beside it (they are not run, only reported).
+E2E_CONFIG = """\
+campaign: e2e
+sweep: reduced
+native: {cuda: 'off', build_jobs: 2}
+report: {archived: []}
+"""
+# Fields that legitimately differ between two runs of the same config (see the module docstring).
+VOLATILE = {
+    "records.csv": {
+        "timestamp", "p50", "p90", "p99", "min", "max", "mean", "stddev",
+        "sm_clock_mhz", "cpu_clock_mhz", "cpu_clock_state",
+    },
+    "summary.csv": {"p50", "p50_min", "p50_max", "p99", "sm_clock_mhz"},
+}  # fmt: skip
+FAST_POLL = [
+    "--slurm-init-seconds-before-status-checks", "2",
+    "--seconds-between-status-checks", "2",
+]  # fmt: skip
+
+pytestmark = pytest.mark.slow
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _slurm_answers() -> bool:
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and any(s in out.stdout for s in ("idle", "mixed", "alloc"))
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> str:
+    """A running one-node Slurm with accounting. Root: set it up (failure fails the test)."""
+    if _is_root():
+        t0 = time.monotonic()
+        out = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, f"tests/slurm/setup.sh failed:\n{out.stdout}\n{out.stderr}"
+        return f"set up by tests/slurm/setup.sh in {time.monotonic() - t0:.1f} s"
+    if os.environ.get("GICOMM_SLURM_TESTS") == "1":
+        if _slurm_answers():
+            return "already running"
+        pytest.fail(
+            "GICOMM_SLURM_TESTS=1 but no Slurm answers: run `sudo tests/slurm/setup.sh` first"
+        )
+    pytest.skip(
+        "needs root to install and start slurmctld/slurmd/slurmdbd/munge/mariadb (CI runs as root); "
+        "or run `sudo tests/slurm/setup.sh` and set GICOMM_SLURM_TESTS=1"
+    )
+
+
+def copy_tree(dst: Path) -> Path:
+    """What a fresh clone has (tracked and untracked-but-not-ignored files), links kept as links."""
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True,
+        check=True,
+    ).stdout.splitlines()  # fmt: skip
+    for f in files:
+        src, out = REPO / f, dst / f
+        if not (src.is_symlink() or src.is_file()):
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            out.symlink_to(os.readlink(src))
+        else:
+            shutil.copy2(src, out)
+    (dst / "e2e.yaml").write_text(E2E_CONFIG)
+    return dst
+
+
+def snakemake(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    log = open(cwd / "snakemake.log", "w")  # noqa: SIM115 - closed by the caller through wait()
+    return subprocess.Popen(
+        [sys.executable, "-m", "snakemake", *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+
+
+def wait(proc: subprocess.Popen[str], cwd: Path, timeout: float) -> tuple[int, str]:
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        proc.wait(30)
+        code = -1
+    return code, (cwd / "snakemake.log").read_text()
+
+
+def table(path: Path, drop: set[str]) -> tuple[list[str], list[tuple[str, ...]]]:
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    cols = [c for c in (rows[0].keys() if rows else []) if c not in drop]
+    return cols, sorted(tuple(r[c] for c in cols) for r in rows)
+
+
+def test_slurm_profile_end_to_end_equals_local(slurm_cluster: str, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    via_slurm = copy_tree(tmp_path / "slurm")
+    via_local = copy_tree(tmp_path / "local")
+    # The command users type, from the repository root; only the poll intervals are the test's.
+    slurm_run = snakemake(via_slurm, "--profile", "slurm", "--configfile", "e2e.yaml", *FAST_POLL)
+    local_run = snakemake(via_local, "--profile", "profiles/local", "--configfile", "e2e.yaml")
+    code_local, log_local = wait(local_run, via_local, timeout=600)
+    code_slurm, log_slurm = wait(slurm_run, via_slurm, timeout=600)
+    elapsed = time.monotonic() - t0
+    assert code_local == 0, log_local[-5000:]
+    assert code_slurm == 0, log_slurm[-5000:]
+
+    # Every job really went through Slurm, and the plugin saw the states through accounting.
+    submitted = log_slurm.count("has been submitted with SLURM jobid")
+    assert submitted >= 3, log_slurm[-3000:]
+    assert "Neither 'sacct' nor 'squeue'" not in log_slurm
+    run_ids = {
+        line.split("SLURM run ID: ")[1].strip()
+        for line in log_slurm.splitlines()
+        if "SLURM run ID: " in line
+    }
+    assert len(run_ids) == 1, run_ids
+    sacct = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "--name", run_ids.pop(), "-o", "JobID,State,Account", "-S", "now-1hour"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert len(sacct) == submitted, sacct
+    assert all(line.split("|")[1] == "COMPLETED" for line in sacct), sacct
+
+    for name, drop in VOLATILE.items():
+        cols_s, rows_s = table(via_slurm / "results/e2e/tidy" / name, drop)
+        cols_l, rows_l = table(via_local / "results/e2e/tidy" / name, drop)
+        assert cols_s == cols_l, name
+        assert rows_s == rows_l, f"{name}: Slurm and local tidy tables differ"
+    # No duplicated result rows (retries and group jobs must not duplicate points).
+    _, rows = table(via_slurm / "results/e2e/tidy/records.csv", set())
+    with open(via_slurm / "results/e2e/tidy/records.csv", newline="") as f:
+        keys = [
+            (r["experiment"], r["point_id"], r["metric"], r["run_index"]) for r in csv.DictReader(f)
+        ]
+    assert len(keys) == len(set(keys)) == len(rows)
+    assert (via_slurm / "results/e2e/report/index.html").exists()
+    print(f"slurm: {slurm_cluster}; {submitted} Slurm jobs; both runs took {elapsed:.1f} s")
