@@ -82,7 +82,7 @@ RX_MULT = 1000003
 S_N = 11
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _nic_dispatch(
     u: int,
     now: float,

@@ -45,7 +45,7 @@ def _swap(ht: np.ndarray, hs: np.ndarray, hk: np.ndarray, hi: np.ndarray, a: int
     hi[a], hi[b] = hi[b], hi[a]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def heap_push(
     ht: np.ndarray,
     hs: np.ndarray,
@@ -76,7 +76,7 @@ def heap_push(
             break
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def heap_pop(
     ht: np.ndarray, hs: np.ndarray, hk: np.ndarray, hi: np.ndarray, st: np.ndarray
 ) -> tuple[float, int, int]:
