@@ -57,7 +57,7 @@ for name in kernel_cost loaded_rtt goodput; do
   echo "== $name (warmup $warmup, iters $iters)" | tee -a "$log"
   t0=$(date +%s.%N)
   timeout -s KILL "$per_driver_s" "$exe" --experiment "$name" --points "/tmp/$name.points.jsonl" --out "$out/$name.jsonl" \
-    --campaign h200x2-2026-11-30 --host h200x2 --platform h200x2 --run-index 0 --provenance-id h200x2-kernel-cost \
+    --campaign h200x2-2026-11-30 --host h200x2 --platform h200 --run-index 0 --provenance-id h200x2-2026-11-30 \
     --warmup "$warmup" --iters "$iters" --timeout-ms 2000 >> "$log" 2>&1
   echo "== $name exit $? after $(python3 -c "import time; print(round(time.time()-$t0,1))") s" | tee -a "$log"
 done

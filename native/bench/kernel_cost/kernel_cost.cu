@@ -441,7 +441,7 @@ class ProxyTransport : public Transport {
         << ", expected " << e.expected;
       throw PointFailure(m.str());
     }
-    if (pool_->failed()) throw PointFailure("mini-proxy worker: " + pool_->error());
+    if (pool_ && pool_->failed()) throw PointFailure("mini-proxy worker: " + pool_->error());
   }
   void finish(uint64_t expected_total) override {
     // Tickets per ring: every block of ring r sent the same number of puts per launch.
@@ -449,12 +449,12 @@ class ProxyTransport : public Transport {
     const uint64_t per_block = blocks_ ? expected_total / blocks_ : 0;
     for (uint32_t b = 0; b < blocks_; ++b) expected[b % nrings_] += per_block;
     std::string err;
+    check_launch();  // a device-side failure names the ring and counters better than the drain
     const bool ok = pool_->stop(&expected, timeout_ns_, &err);
-    pool_.reset();
+    pool_.reset();  // (check_launch must not touch the pool after this)
     engine_->stop();
     engine_.reset();
     if (!ok) throw PointFailure("mini-proxy drain: " + err);
-    check_launch();
   }
 
  private:
