@@ -1,6 +1,6 @@
 """The discrete-event engine of the GPU-NIC submission path (numba, no Python objects inside).
 
-Entities (all plain numpy arrays, built by :mod:`gicomm.model.scenarios`):
+Entities (plain numpy arrays, built by :mod:`gicomm.model.topology` for :mod:`.scenarios`):
 
 * producers (GPU threads/warps, or GPU enqueuers of a CPU proxy) build ``batch`` WQEs or
   descriptors (``t_build`` each), take their queue's lock and ring once (``t_ring``, held under the
