@@ -10,13 +10,21 @@
 // stamps taken by the producers themselves; msg_rate likewise in Mmsg/s. The engine must have
 // executed every WQE and moved every byte (softnic counters), else the point fails.
 //
+// transport=mini-proxy: CTA c is the only producer of ring c (tuned enqueue: one 16-byte store per
+// request), each request an Op::write of `size` bytes from a pinned source buffer (value = source
+// offset | size << 40); a worker pool (`workers`, chaining `batch` <= 16) posts them as pointer
+// RDMA writes to the softnic cpu engine, which copies into a pinned destination; the producer then
+// waits for the ring's completion counter. nic_backend softnic-cpu only; ctas <= 32 (rings);
+// size a multiple of 8 (the descriptor names the destination in 8-byte units).
+//
 // The "link" here is the softnic engine, not a wire: the report's 90%-of-link size is relative to
 // this engine's own ceiling (the largest goodput of the sweep), which every record says in its
 // params (link_ref).
 //
 // Point parameters (defaults in brackets):
 //   size 8..65536 bytes [8]  ctas 1..64 [16]  batch 1..64 [16]  msgs_total [clamp(64 MiB / size, 1024, 262144)]
-//   nic_backend softnic-gpu|softnic-cpu [softnic-gpu]  transport mini-gda  sq_wqebbs [1024]
+//   transport mini-gda|mini-proxy [mini-gda]  sq_wqebbs [1024] (mini-gda)  workers 1..8 [min(2, ctas)] (mini-proxy)
+//   nic_backend softnic-gpu|softnic-cpu [mini-gda: softnic-gpu; mini-proxy: softnic-cpu only]
 // --iters timed launches (capped at 50), --warmup untimed ones (capped at 5).
 // Metrics: goodput_gbps (GB/s, 1e9 bytes), msg_rate (Mmsg/s).
 #include <cuda_runtime.h>
@@ -28,6 +36,9 @@
 
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/gda/session.h"
+#include "gicomm/proxy/pool.h"
+#include "gicomm/proxy/ring.h"
+#include "gicomm/proxy/softnic_backend.h"
 #include "kc_common.cuh"
 
 namespace gicomm::kc {
@@ -78,23 +89,241 @@ __global__ void producer_kernel(GoodputArgs a) {
   if (c == 0) *a.clock = clk;
 }
 
+
+// ---- mini-proxy producers ------------------------------------------------------------------------------
+struct ProxyFail {
+  uint32_t flag, ring, what;
+  unsigned long long expected, seen;
+};
+
+struct ProxyGoodputArgs {
+  const proxy::RingView* rings;  // device array, ring c = CTA c
+  proxy::TunedProducer* tuned;   // per ring, carried across launches
+  uint32_t size;
+  uint32_t msgs;                 // per CTA
+  uint64_t slots;                // payload slots per CTA
+  unsigned long long timeout_ns;
+  unsigned long long* t0;
+  unsigned long long* t1;
+  ClockStamp* clock;
+  ProxyFail* fail;               // mapped host memory
+};
+
+__global__ void proxy_producer_kernel(ProxyGoodputArgs a) {
+  if (threadIdx.x != 0) return;
+  const uint32_t c = blockIdx.x;
+  const proxy::RingView r = a.rings[c];
+  proxy::TunedProducer tp = a.tuned[c];
+  ClockStamp clk{};
+  stamp_begin(&clk);
+  const uint64_t base = uint64_t(c) * a.slots * a.size;
+  proxy::WaitError e{};
+  bool ok = true;
+  for (uint32_t i = 0; i < a.msgs && ok; ++i) {
+    const uint64_t off = base + (i % a.slots) * a.size;
+    const uint64_t value = off | (uint64_t(a.size) << 40);
+    const uint32_t info = proxy::make_info(proxy::Op::write, static_cast<uint32_t>(off / 8), false);
+    ok = proxy::enqueue_tuned(r, tp, value, info, a.timeout_ns, &e) != ~0ull;
+  }
+  if (ok) ok = proxy::wait_done(r, tp.tail, a.timeout_ns, &e) == WaitStatus::ok;
+  if (!ok && atomicCAS(&a.fail->flag, 0u, 1u) == 0u) {
+    a.fail->ring = c;
+    a.fail->what = e.what;
+    a.fail->expected = e.expected;
+    a.fail->seen = e.seen;
+    __threadfence_system();
+  }
+  a.tuned[c] = tp;
+  stamp_end(&clk);
+  a.t0[c] = clk.t0;
+  a.t1[c] = clk.t1;
+  if (c == 0) *a.clock = clk;
+}
+
+struct Measured {
+  std::vector<double> gbps, rate, mhz;
+};
+
+// Goodput and message rate of one launch from the producers' own stamps.
+void add_launch(Measured& m, const DevBuf<unsigned long long>& t0, const DevBuf<unsigned long long>& t1,
+                const DevBuf<ClockStamp>& clock, double total_msgs, double size) {
+  const auto s0 = t0.read(), s1 = t1.read();
+  const double ns = double(*std::max_element(s1.begin(), s1.end()) - *std::min_element(s0.begin(), s0.end()));
+  if (ns <= 0) throw PointFailure("zero elapsed globaltimer");
+  m.gbps.push_back(total_msgs * size / ns);  // bytes/ns = GB/s
+  m.rate.push_back(total_msgs * 1000.0 / ns);
+  ClockStamp c{};
+  KC_CUDA(cudaMemcpy(&c, clock.p, sizeof c, cudaMemcpyDeviceToHost));
+  if (mhz_of(c) > 0) m.mhz.push_back(mhz_of(c));
+}
+
+Measured measure_proxy(const Options& o, uint32_t n, uint32_t msgs, uint64_t slots, uint32_t size, uint32_t batch,
+                       uint32_t workers) {
+  const uint64_t timeout_ns = uint64_t(o.timeout_ms) * 1000000ull;
+  const size_t bytes = size_t(slots) * size * n;
+  constexpr uint32_t kCapacity = 1024;
+  HostBuf<proxy::Desc> slots_buf(size_t(n) * kCapacity);
+  HostBuf<proxy::RingCounters> counters(n);
+  HostBuf<uint8_t> src(bytes), dst(bytes);
+  HostBuf<ProxyFail> fail(1);
+  DevBuf<uint64_t> reserve(n);
+  DevBuf<proxy::RingView> views(n);
+  DevBuf<proxy::TunedProducer> tuned(n);
+  std::vector<proxy::RingView> host(n), dev(n);
+  for (uint32_t r = 0; r < n; ++r) {
+    proxy::RingView h{};
+    h.slots = slots_buf.p + size_t(r) * kCapacity;
+    h.head = &counters.p[r].head;
+    h.done = &counters.p[r].done;
+    h.reserve = &counters.p[r].tail;
+    h.capacity = kCapacity;
+    h.id = r;
+    host[r] = h;
+    proxy::RingView gv = h;
+    gv.slots = slots_buf.d + size_t(r) * kCapacity;
+    gv.head = &counters.d[r].head;
+    gv.done = &counters.d[r].done;
+    gv.reserve = reserve.p + r;
+    dev[r] = gv;
+  }
+  KC_CUDA(cudaMemcpy(views.p, dev.data(), sizeof(proxy::RingView) * n, cudaMemcpyHostToDevice));
+  softnic::SoftNic nic;
+  const auto smr = nic.register_mr(src.p, bytes, softnic::kAccessLocalWrite);
+  const auto dmr = nic.register_mr(dst.p, bytes, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
+  proxy::SoftnicTarget t;
+  t.remote_addr = dmr.addr;
+  t.rkey = dmr.rkey;
+  t.local_addr = smr.addr;
+  t.lkey = smr.lkey;
+  t.sq_wqebbs = 256;
+  auto backend = proxy::make_softnic_backend(nic, t);
+  proxy::PoolConfig pc;
+  pc.workers = workers;
+  pc.batch = batch;
+  pc.numa_node = 0;
+  pc.stall_timeout_ns = timeout_ns;
+  std::string err;
+  auto pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
+  if (!pool) {
+    pc.numa_node = -1;  // no NUMA node 0 visible: unpinned workers
+    pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
+    if (!pool) throw PointFailure("mini-proxy pool: " + err);
+  }
+  softnic::CpuEngine engine(nic, static_cast<int>(workers));
+  engine.start();
+  struct Stopper {
+    std::unique_ptr<proxy::WorkerPool>& pool;
+    softnic::CpuEngine& engine;
+    uint64_t timeout_ns;
+    ~Stopper() {
+      std::string e;
+      if (pool) pool->stop(nullptr, timeout_ns, &e);
+      engine.stop();
+    }
+  } stopper{pool, engine, timeout_ns};
+  if (!pool->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
+  KC_CUDA(cudaSetDevice(0));
+
+  DevBuf<unsigned long long> t0(n), t1(n);
+  DevBuf<ClockStamp> clock(1);
+  ProxyGoodputArgs a{};
+  a.rings = views.p;
+  a.tuned = tuned.p;
+  a.size = size;
+  a.msgs = msgs;
+  a.slots = slots;
+  a.timeout_ns = timeout_ns;
+  a.t0 = t0.p;
+  a.t1 = t1.p;
+  a.clock = clock.p;
+  a.fail = fail.d;
+  cudaStream_t stream;
+  KC_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct Guard {
+    cudaStream_t s;
+    ~Guard() { cudaStreamDestroy(s); }
+  } g{stream};
+  Measured m;
+  uint64_t launches = 0;
+  auto launch = [&](bool timed) {
+    proxy_producer_kernel<<<n, 32, 0, stream>>>(a);
+    KC_CUDA(cudaGetLastError());
+    wait_stream(stream, 60.0 + 4.0 * o.timeout_ms / 1000.0, kProgram);
+    ++launches;
+    if (fail.p->flag) {
+      std::ostringstream msg;
+      msg << "mini-proxy: ring " << fail.p->ring
+          << (fail.p->what == proxy::kWaitRingFull ? " full: consumer head " : " completion wait timed out: done ")
+          << fail.p->seen << ", expected " << fail.p->expected;
+      if (pool->failed()) msg << "; worker: " << pool->error();
+      throw PointFailure(msg.str());
+    }
+    if (pool->failed()) throw PointFailure("mini-proxy worker: " + pool->error());
+    if (timed) add_launch(m, t0, t1, clock, double(msgs) * n, double(size));
+  };
+  const int warm = std::min(std::max(o.warmup, 0), 5), reps = std::max(1, std::min(o.iters, 50));
+  for (int i = 0; i < warm; ++i) launch(false);
+  for (int i = 0; i < reps; ++i) launch(true);
+  const std::vector<uint64_t> expected(n, launches * uint64_t(msgs));
+  const bool drained = pool->stop(&expected, timeout_ns, &err);
+  pool.reset();
+  engine.stop();
+  if (!drained) throw PointFailure("mini-proxy drain: " + err);
+  const softnic::Counters k = engine.counters();
+  const uint64_t total = launches * uint64_t(msgs) * n;
+  if (k.errors || k.flushes || k.bytes != total * uint64_t(size)) {
+    std::ostringstream msg;
+    msg << "mini-proxy: softnic moved " << k.bytes << " bytes in " << k.wqes << " WQEs (" << k.errors << " errors, "
+        << k.flushes << " flushed), expected " << total * uint64_t(size) << " bytes";
+    throw PointFailure(msg.str());
+  }
+  return m;
+}
+
 __global__ void drain_kernel(gda::Context ctx) {
   const uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
   if (q < ctx.num_qps) gda::quiet_qp(ctx, ctx.qps[q]);
 }
 
+std::vector<Record> records_of(const Point& p, const std::string& transport, const std::string& nic, Measured& m,
+                               long long msgs_total) {
+  if (m.mhz.empty()) m.mhz.push_back(measure_sm_mhz());
+  bench::Params params = p.params;
+  params.set("link_ref", std::string("softnic engine ceiling (") + nic + "), not a wire");
+  params.set("msgs_total", msgs_total);
+  std::vector<Record> out;
+  out.push_back(Record::ok("goodput_gbps", "GB/s", bench::compute_stats(m.gbps)));
+  out.push_back(Record::ok("msg_rate", "Mmsg/s", bench::compute_stats(m.rate)));
+  for (Record& r : out) {
+    r.sm_clock_mhz = median(m.mhz);
+    r.params = params;
+    r.transport = transport;
+    r.nic_backend = nic;
+  }
+  return out;
+}
+
 std::vector<Record> run_point(const Point& p, const Options& o) {
   const auto& q = p.params;
   const std::string transport = q.get_string("transport", "mini-gda");
-  const std::string nic = nic_backend_of(p, o, "softnic-gpu");
+  const std::string nic = nic_backend_of(p, o, transport == "mini-proxy" ? "softnic-cpu" : "softnic-gpu");
   const long long size = q.get_int("size", 8);
   const long long ctas = q.get_int("ctas", 16);
   const long long batch = q.get_int("batch", 16);
   const long long sq_wqebbs = q.get_int("sq_wqebbs", 1024);
   const long long msgs_total = q.get_int("msgs_total", std::clamp<long long>((64ll << 20) / std::max(1ll, size), 1024, 262144));
   auto bad = [](const std::string& m) { throw PointFailure("bad parameter: " + m); };
-  if (transport != "mini-gda") bad("transport must be mini-gda (mini-proxy is not implemented in this driver), got " + transport);
-  if (nic != "softnic-gpu" && nic != "softnic-cpu") bad("nic_backend must be softnic-gpu or softnic-cpu, got " + nic);
+  const long long workers = q.get_int("workers", std::min(2ll, ctas));
+  if (transport != "mini-gda" && transport != "mini-proxy") bad("transport must be mini-gda or mini-proxy, got " + transport);
+  if (transport == "mini-gda" && nic != "softnic-gpu" && nic != "softnic-cpu")
+    bad("mini-gda runs on nic_backend softnic-gpu or softnic-cpu, got " + nic);
+  if (transport == "mini-proxy") {
+    if (nic != "softnic-cpu") bad("mini-proxy workers post to nic_backend softnic-cpu, got " + nic);
+    if (ctas > proxy::kMaxRings) bad("mini-proxy: ctas must be <= 32 (one tuned ring per CTA)");
+    if (batch > proxy::kMaxBatch) bad("mini-proxy: batch (worker chaining) must be <= 16");
+    if (size % 8) bad("mini-proxy: size must be a multiple of 8");
+    if (workers < 1 || workers > proxy::kMaxWorkers || workers > ctas) bad("mini-proxy: workers must be in 1..min(8, ctas)");
+  }
   if (size < 1 || size > (1 << 20)) bad("size must be in 1..1048576");
   if (ctas < 1 || ctas > 64) bad("ctas must be in 1..64");
   if (batch < 1 || batch > 64) bad("batch must be in 1..64");
@@ -109,6 +338,12 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
   // Payload slots per CTA: at most 64 MiB of source (and destination) in all.
   const uint64_t slots = std::max<uint64_t>(1, std::min<uint64_t>(msgs, (64ull << 20) / (uint64_t(size) * n)));
   const size_t bytes = size_t(slots) * size * n;
+  if (transport == "mini-proxy") {
+    KC_CUDA(cudaSetDevice(0));
+    Measured m = measure_proxy(o, n, msgs, slots, static_cast<uint32_t>(size), static_cast<uint32_t>(batch),
+                               static_cast<uint32_t>(workers));
+    return records_of(p, transport, nic, m, static_cast<long long>(msgs) * n);
+  }
   gda::SessionConfig sc;
   sc.engine = nic;
   sc.num_qps = n;
@@ -145,7 +380,7 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
     ~Guard() { cudaStreamDestroy(s); }
   } g{stream};
   uint64_t launches = 0;
-  std::vector<double> gbps, rate, mhz;
+  Measured m;
   auto launch = [&](bool timed) {
     if (nic == "softnic-gpu")
       producer_kernel<order::GpuFence><<<n, 32, 0, stream>>>(a);
@@ -156,16 +391,7 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
     ++launches;
     const std::string err = s.take_error();
     if (!err.empty()) throw PointFailure("mini-gda: " + err);
-    if (!timed) return;
-    const auto s0 = t0.read(), s1 = t1.read();
-    const double ns = double(*std::max_element(s1.begin(), s1.end()) - *std::min_element(s0.begin(), s0.end()));
-    if (ns <= 0) throw PointFailure("zero elapsed globaltimer");
-    const double total_msgs = double(msgs) * n;
-    gbps.push_back(total_msgs * double(size) / ns);  // bytes/ns = GB/s
-    rate.push_back(total_msgs * 1000.0 / ns);
-    ClockStamp c{};
-    KC_CUDA(cudaMemcpy(&c, clock.p, sizeof c, cudaMemcpyDeviceToHost));
-    if (mhz_of(c) > 0) mhz.push_back(mhz_of(c));
+    if (timed) add_launch(m, t0, t1, clock, double(msgs) * n, double(size));
   };
   const int warm = std::min(std::max(o.warmup, 0), 5), reps = std::max(1, std::min(o.iters, 50));
   for (int i = 0; i < warm; ++i) launch(false);
@@ -184,18 +410,7 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
       << k.flushes << " flushed), expected " << expected << " WQEs, " << expected * uint64_t(size) << " bytes";
     throw PointFailure(m.str());
   }
-  if (mhz.empty()) mhz.push_back(measure_sm_mhz());
-  bench::Params params = p.params;
-  params.set("link_ref", std::string("softnic engine ceiling (") + nic + "), not a wire");
-  params.set("msgs_total", static_cast<long long>(msgs) * n);
-  std::vector<Record> out;
-  out.push_back(Record::ok("goodput_gbps", "GB/s", bench::compute_stats(gbps)));
-  out.push_back(Record::ok("msg_rate", "Mmsg/s", bench::compute_stats(rate)));
-  for (Record& r : out) {
-    r.sm_clock_mhz = median(mhz);
-    r.params = params;
-  }
-  return out;
+  return records_of(p, transport, nic, m, static_cast<long long>(msgs) * n);
 }
 
 }  // namespace

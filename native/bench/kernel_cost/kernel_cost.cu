@@ -415,7 +415,6 @@ class ProxyTransport : public Transport {
     engine_->start();
     if (!pool_->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
     nrings_ = c.rings;
-    blocks_ = static_cast<uint32_t>(c.blocks);
   }
   ~ProxyTransport() override {
     if (pool_) {
@@ -444,10 +443,14 @@ class ProxyTransport : public Transport {
     if (pool_ && pool_->failed()) throw PointFailure("mini-proxy worker: " + pool_->error());
   }
   void finish(uint64_t expected_total) override {
-    // Tickets per ring: every block of ring r sent the same number of puts per launch.
-    std::vector<uint64_t> expected(nrings_, 0);
-    const uint64_t per_block = blocks_ ? expected_total / blocks_ : 0;
-    for (uint32_t b = 0; b < blocks_; ++b) expected[b % nrings_] += per_block;
+    // Tickets per ring: what the blocks reserved (the device counters), which must also be what
+    // the host-side count of launches x msgs says.
+    const std::vector<uint64_t> expected = reserve_.read();
+    uint64_t sum = 0;
+    for (uint64_t v : expected) sum += v;
+    if (sum != expected_total)
+      throw PointFailure("mini-proxy: blocks reserved " + std::to_string(sum) + " tickets, expected " +
+                         std::to_string(expected_total));
     std::string err;
     check_launch();  // a device-side failure names the ring and counters better than the drain
     const bool ok = pool_->stop(&expected, timeout_ns_, &err);
@@ -466,7 +469,7 @@ class ProxyTransport : public Transport {
   DevBuf<uint64_t> reserve_;
   DevBuf<proxy::RingView> d_views_;
   uint64_t timeout_ns_;
-  uint32_t nrings_ = 0, blocks_ = 0;
+  uint32_t nrings_ = 0;
   std::unique_ptr<softnic::SoftNic> nic_;
   std::unique_ptr<proxy::Backend> backend_;
   std::unique_ptr<proxy::WorkerPool> pool_;
