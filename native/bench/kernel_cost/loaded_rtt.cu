@@ -448,10 +448,12 @@ std::vector<Record> records_of(const RttRun& run, bool pingpong, uint32_t iters)
   return out;
 }
 
-unsigned long long period_of(const RttConfig& c) {
-  // Total pace_mmsgs spread over the CTAs: each CTA issues `batch` messages per period.
-  return c.pace > 0 && c.bulk_ctas > 0 ? static_cast<unsigned long long>(double(c.batch) * c.bulk_ctas * 1000.0 / c.pace)
-                                       : 0;
+// Total pace_mmsgs spread over the CTAs: each CTA issues `per_period` messages per period (a
+// mini-gda batch of `batch` WQEs; one descriptor for mini-proxy).
+unsigned long long period_of(const RttConfig& c, uint32_t per_period) {
+  return c.pace > 0 && c.bulk_ctas > 0
+             ? static_cast<unsigned long long>(double(per_period) * c.bulk_ctas * 1000.0 / c.pace)
+             : 0;
 }
 
 RttRun run_gda(const RttConfig& c, const Options& o) {
@@ -487,7 +489,7 @@ RttRun run_gda(const RttConfig& c, const Options& o) {
   a.pingpong = c.probe == "pingpong" ? 1 : 0;
   a.bulk_ctas = nbulk;
   a.batch = c.batch;
-  a.period_ns = period_of(c);
+  a.period_ns = period_of(c, c.batch);
   a.settle_ns = static_cast<unsigned long long>(c.settle_us) * 1000ull;
   a.deadline_ns = 120ull * 1000000000ull;
   a.warmup = static_cast<uint32_t>(std::max(0, o.warmup));
@@ -622,7 +624,7 @@ RttRun run_proxy(const RttConfig& c, const Options& o) {
   a.bulk_ctas = nbulk;
   a.remote = remote.p;
   a.remote_dev = remote.d;
-  a.period_ns = period_of(c);
+  a.period_ns = period_of(c, 1);
   a.settle_ns = static_cast<unsigned long long>(c.settle_us) * 1000ull;
   a.deadline_ns = 120ull * 1000000000ull;
   a.timeout_ns = timeout_ns;
