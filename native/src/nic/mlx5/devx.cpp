@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -42,6 +43,39 @@ void prm_set64(void* base, uint32_t bit_off, uint64_t value) {
 }
 
 constexpr uint32_t kCmdCreateCq = 0x400;
+constexpr uint32_t kCmdCreateQp = 0x500;
+constexpr uint32_t kCmdRst2Init = 0x502;
+constexpr uint32_t kCmdInit2Rtr = 0x503;
+constexpr uint32_t kCmdRtr2Rts = 0x504;
+
+// Bit offsets in struct mlx5_ifc_qpc_bits (0x740 bits), mlx5_ifc.h.
+namespace qpc {
+constexpr uint32_t st = 0x8, pm_state = 0x13, pd = 0x28, mtu = 0x40, log_msg_max = 0x43, log_rq_size = 0x49,
+                   log_sq_size = 0x51, ts_format = 0x58, uar_page = 0x68, remote_qpn = 0xa8,
+                   primary_path = 0xc0, log_sra_max = 0x388, retry_count = 0x38d, rnr_retry = 0x390,
+                   next_send_psn = 0x3c8, cqn_snd = 0x3e8, log_rra_max = 0x488, rre = 0x490, rwe = 0x491,
+                   rae = 0x492, page_offset = 0x494, min_rnr_nak = 0x4a3, next_rcv_psn = 0x4a8, cqn_rcv = 0x4e8,
+                   dbr_addr = 0x500, rq_type = 0x565, cs_req = 0x630, cs_res = 0x638, dbr_umem_valid = 0x683,
+                   dbr_umem_id = 0x720;
+}  // namespace qpc
+// Bit offsets in struct mlx5_ifc_ads_bits (the address path, 0x160 bits).
+namespace ads {
+constexpr uint32_t pkey_index = 0x10, grh = 0x28, rlid = 0x30, ack_timeout = 0x40, src_addr_index = 0x48,
+                   hop_limit = 0x58, rgid = 0x80, udp_sport = 0x110, vhca_port_num = 0x128;
+}  // namespace ads
+// create_qp_in: qpc at 0xc0, wq_umem_offset 0x800, wq_umem_id 0x840, wq_umem_valid 0x860; 0x880 bits.
+// modify_qp_in (RST2INIT, INIT2RTR, RTR2RTS): qpn 0x48, opt_param_mask 0x80, qpc at 0xc0; 0x880 bits.
+constexpr uint32_t kQpInBits = 0x880;
+constexpr uint32_t kQpcAt = 0xc0;
+
+std::string cmd_error(const char* what, const uint32_t* out) {
+  return errno_text(what) + " (status " + std::to_string(prm_get(out, 0, 8)) + ", syndrome 0x" +
+         [](uint32_t v) {
+           char b[16];
+           std::snprintf(b, sizeof b, "%x", v);
+           return std::string(b);
+         }(prm_get(out, 0x20, 32)) + ")";
+}
 
 }  // namespace
 
@@ -93,6 +127,7 @@ std::unique_ptr<DevxDevice> DevxDevice::open(const std::string& name, std::strin
 }
 
 DevxDevice::~DevxDevice() {
+  for (ibv_mr* mr : mrs_) ibv_dereg_mr(mr);
 #if defined(GICOMM_MLX5_WITH_CUDA)
   if (registered_uar_) cudaHostUnregister(registered_uar_);
 #endif
@@ -124,6 +159,7 @@ bool DevxDevice::alloc_uar(std::string* reason) {
 }
 
 void* DevxDevice::uar_host_page() const { return uar_ ? uar_->base_addr : nullptr; }
+void* DevxDevice::uar_host_doorbell() const { return uar_ ? uar_->reg_addr : nullptr; }
 uint32_t DevxDevice::uar_page_id() const { return uar_ ? uar_->page_id : 0; }
 
 bool DevxDevice::map_uar_to_gpu(int gpu, uint64_t** gpu_doorbell, std::string* reason) {
@@ -237,6 +273,130 @@ bool DevxDevice::create_cq(const Umem& umem, uint64_t cqe_offset, uint64_t dbrec
     return false;
   }
   out->cqn = prm_get(outbuf, 0x48, 24);
+  return true;
+}
+
+bool DevxDevice::create_rc_qp(const Umem& wq, uint64_t wq_offset, uint32_t log_sq_wqebbs, const Umem& dbr,
+                              uint64_t dbr_offset, uint32_t cqn, Qp* out, std::string* reason) {
+  if (!uar_) {
+    *reason = "create_rc_qp needs a UAR";
+    return false;
+  }
+  uint32_t in[kQpInBits / 32] = {};
+  uint32_t outbuf[4] = {};
+  prm_set(in, 0x00, 16, kCmdCreateQp);
+  const uint32_t c = kQpcAt;
+  prm_set(in, c + qpc::st, 8, 0x0);        // RC
+  prm_set(in, c + qpc::pm_state, 2, 0x3);  // migrated
+  prm_set(in, c + qpc::pd, 24, pdn_);
+  prm_set(in, c + qpc::uar_page, 24, uar_->page_id);
+  prm_set(in, c + qpc::rq_type, 3, 0x3);   // zero-size RQ: mini-gda only sends
+  prm_set(in, c + qpc::cqn_snd, 24, cqn);
+  prm_set(in, c + qpc::cqn_rcv, 24, cqn);
+  prm_set(in, c + qpc::log_sq_size, 4, log_sq_wqebbs);
+  prm_set(in, c + qpc::log_rq_size, 4, 0);
+  prm_set(in, c + qpc::ts_format, 2, 0x1);  // default timestamp format (required by newer firmware)
+  prm_set(in, c + qpc::cs_req, 8, 0);
+  prm_set(in, c + qpc::cs_res, 8, 0);
+  prm_set(in, c + qpc::dbr_umem_valid, 1, 1);
+  prm_set64(in, c + qpc::dbr_addr, dbr_offset);  // an offset into dbr_umem_id when dbr_umem_valid
+  prm_set(in, c + qpc::dbr_umem_id, 32, dbr.id);
+  prm_set(in, c + qpc::page_offset, 6, 0);
+  prm_set64(in, 0x800, wq_offset);
+  prm_set(in, 0x840, 32, wq.id);
+  prm_set(in, 0x860, 1, 1);
+  out->obj = mlx5dv_devx_obj_create(ctx_, in, sizeof(in), outbuf, sizeof(outbuf));
+  if (out->obj == nullptr) {
+    *reason = cmd_error("DEVX CREATE_QP", outbuf);
+    return false;
+  }
+  out->qpn = prm_get(outbuf, 0x48, 24);
+  return true;
+}
+
+bool DevxDevice::local_address(const Qp& qp, const ConnectParams& params, QpAddress* out, std::string* reason) {
+  ibv_port_attr attr{};
+  if (ibv_query_port(ctx_, params.port, &attr) != 0) {
+    *reason = errno_text("ibv_query_port");
+    return false;
+  }
+  out->qpn = qp.qpn;
+  out->lid = attr.lid;
+  out->roce = attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+  ibv_gid gid{};
+  if (ibv_query_gid(ctx_, params.port, params.gid_index, &gid) != 0) {
+    *reason = errno_text("ibv_query_gid");
+    return false;
+  }
+  std::memcpy(out->gid, gid.raw, 16);
+  return true;
+}
+
+bool DevxDevice::connect_rc_qp(const Qp& qp, const QpAddress& remote, const ConnectParams& p, std::string* reason) {
+  struct Step {
+    uint32_t opcode;
+    const char* name;
+  };
+  const Step steps[] = {{kCmdRst2Init, "DEVX RST2INIT_QP"}, {kCmdInit2Rtr, "DEVX INIT2RTR_QP"},
+                        {kCmdRtr2Rts, "DEVX RTR2RTS_QP"}};
+  for (const Step& step : steps) {
+    uint32_t in[kQpInBits / 32] = {};
+    uint32_t outbuf[4] = {};
+    prm_set(in, 0x00, 16, step.opcode);
+    prm_set(in, 0x48, 24, qp.qpn);
+    const uint32_t c = kQpcAt;
+    const uint32_t path = c + qpc::primary_path;
+    if (step.opcode == kCmdRst2Init) {
+      prm_set(in, c + qpc::pm_state, 2, 0x3);
+      prm_set(in, path + ads::vhca_port_num, 8, p.port);
+      prm_set(in, path + ads::pkey_index, 16, 0);
+      prm_set(in, c + qpc::rre, 1, 1);
+      prm_set(in, c + qpc::rwe, 1, 1);
+      prm_set(in, c + qpc::rae, 1, 1);
+    } else if (step.opcode == kCmdInit2Rtr) {
+      prm_set(in, c + qpc::mtu, 3, p.mtu);
+      prm_set(in, c + qpc::log_msg_max, 5, 30);
+      prm_set(in, c + qpc::remote_qpn, 24, remote.qpn);
+      prm_set(in, c + qpc::next_rcv_psn, 24, 0);
+      prm_set(in, c + qpc::log_rra_max, 3, 4);
+      prm_set(in, c + qpc::min_rnr_nak, 5, 12);
+      prm_set(in, path + ads::vhca_port_num, 8, p.port);
+      if (remote.roce) {
+        prm_set(in, path + ads::grh, 1, 1);
+        prm_set(in, path + ads::hop_limit, 8, 64);
+        prm_set(in, path + ads::src_addr_index, 8, p.gid_index);
+        prm_set(in, path + ads::udp_sport, 16, 0xc000);
+        for (int i = 0; i < 16; ++i) prm_set(in, path + ads::rgid + 8 * i, 8, remote.gid[i]);
+      } else {
+        prm_set(in, path + ads::rlid, 16, remote.lid);
+      }
+    } else {
+      prm_set(in, c + qpc::log_sra_max, 3, 4);
+      prm_set(in, c + qpc::retry_count, 3, p.retry_count);
+      prm_set(in, c + qpc::rnr_retry, 3, p.rnr_retry);
+      prm_set(in, c + qpc::next_send_psn, 24, 0);
+      prm_set(in, path + ads::ack_timeout, 5, p.ack_timeout);
+    }
+    if (mlx5dv_devx_obj_modify(qp.obj, in, sizeof(in), outbuf, sizeof(outbuf)) != 0) {
+      *reason = cmd_error(step.name, outbuf);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool DevxDevice::register_dmabuf_mr(void* gpu_ptr, size_t bytes, int dmabuf_fd, uint32_t* lkey, uint32_t* rkey,
+                                    std::string* reason) {
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                     IBV_ACCESS_REMOTE_ATOMIC;
+  ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, 0, bytes, reinterpret_cast<uint64_t>(gpu_ptr), dmabuf_fd, access);
+  if (mr == nullptr) {
+    *reason = errno_text("ibv_reg_dmabuf_mr");
+    return false;
+  }
+  mrs_.push_back(mr);
+  *lkey = mr->lkey;
+  *rkey = mr->rkey;
   return true;
 }
 
