@@ -39,31 +39,6 @@ void enable_peer_access(int a, int b) {
   cudaSetDevice(saved);
 }
 
-void HybridRinger::start() {
-  stop_.store(false);
-  thread_ = std::thread([this] {
-    std::vector<uint16_t> last(sqs_.size(), 0);
-    while (!stop_.load(std::memory_order_relaxed)) {
-      for (size_t i = 0; i < sqs_.size(); ++i) {
-        const mlx5::SqDesc& sq = sqs_[i];
-        const uint32_t word = __atomic_load_n(&sq.dbrec[mlx5::kSndDbr], __ATOMIC_ACQUIRE);
-        const uint16_t pi = mlx5::sq_dbrec_pi(word);
-        if (pi == last[i]) continue;
-        last[i] = pi;
-        // The doorbell names the last WQEBB published; the NIC executes every WQE up to it.
-        const uint64_t db = mlx5::doorbell_value(static_cast<uint16_t>(pi - 1), sq.qpn, mlx5::kOpcodeRdmaWrite, 3);
-        __atomic_store_n(sq.doorbell, db, __ATOMIC_RELEASE);
-        rings_.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-  });
-}
-
-void HybridRinger::stop() {
-  stop_.store(true);
-  if (thread_.joinable()) thread_.join();
-}
-
 Session::Session(const SessionConfig& cfg) : cfg_(cfg), nic_(std::make_unique<softnic::SoftNic>()) {
   const bool gpu_engine = cfg.engine == "softnic-gpu";
   if (!gpu_engine && cfg.engine != "softnic-cpu")

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gicomm/gda/gda.cuh"
+#include "gicomm/gda/hybrid.h"
 #include "gicomm/softnic/softnic.h"
 
 namespace gicomm::softnic {
@@ -40,23 +41,6 @@ struct SessionConfig {
   bool hybrid = false;          // a host thread rings the doorbells
   uint32_t signal_every = 1;
   uint32_t timeout_ms = 2000;
-};
-
-// Host thread that rings doorbells for GPU-built WQEs (hybrid mode): it watches each QP's dbrec
-// and, when the producer index moves, stores the 8-byte doorbell for the last WQEBB.
-class HybridRinger {
- public:
-  explicit HybridRinger(std::vector<mlx5::SqDesc> sqs) : sqs_(std::move(sqs)) {}
-  ~HybridRinger() { stop(); }
-  void start();
-  void stop();
-  uint64_t rings() const { return rings_.load(); }
-
- private:
-  std::vector<mlx5::SqDesc> sqs_;
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> rings_{0};
-  std::thread thread_;
 };
 
 class Session {
