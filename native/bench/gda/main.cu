@@ -25,6 +25,9 @@
 #include "gicomm/gda/session.h"
 #include "gicomm/order.cuh"
 #include "gicomm/softnic/gpu_engine.h"
+#if defined(GICOMM_BENCH_GDA_WITH_MLX5)
+#include "gicomm/mlx5dev/devx.h"
+#endif
 
 using namespace gicomm;
 using namespace gicomm::gda;
@@ -269,6 +272,19 @@ SessionConfig base_config(const bench::Options& o, uint32_t qps) {
   c.engine = o.nic_backend.empty() ? "softnic-gpu" : o.nic_backend;
   c.num_qps = qps;
   c.timeout_ms = static_cast<uint32_t>(o.timeout_ms);
+  if (c.engine == "mlx5") {
+#if defined(GICOMM_BENCH_GDA_WITH_MLX5)
+    // The DEVX backend exists (src/nic/mlx5) but is not wired into these drivers: say which of the
+    // two is missing, the NIC or the wiring.
+    std::string reason;
+    if (!gicomm::mlx5dev::DevxDevice::open("", &reason)) throw bench::HardwareMissing("nic backend mlx5: " + reason);
+    throw PointFailure("nic backend mlx5: device found, but gicomm-bench-gda does not drive the DEVX backend yet");
+#else
+    throw bench::HardwareMissing("nic backend mlx5: this build has no rdma-core");
+#endif
+  }
+  if (c.engine != "softnic-gpu" && c.engine != "softnic-cpu")
+    throw PointFailure("gicomm-bench-gda runs on softnic-gpu, softnic-cpu or mlx5, not " + c.engine);
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) throw bench::HardwareMissing("no CUDA GPU visible");
   if (c.engine == "softnic-gpu" && ndev < 2) c.engine_device = 0;  // reserved SMs of one GPU
