@@ -13,7 +13,9 @@
 //                     the turn to the next (NVSHMEM's ready-head CAS, without the batching rule).
 //   put_warp          a warp reserves 32 consecutive slots once, lanes build in lockstep, one lane
 //                     rings once (cooperative publication, NVSHMEM's warp path).
-//   put_hybrid        the GPU writes WQEs and the dbrec; a host thread rings (gda/hybrid.h).
+//   HybridThreadQp    the GPU writes WQEs and the dbrec; a host thread rings (gda/hybrid.h).
+// Batching: ThreadQp/HybridThreadQp ring once per `last_of_batch`; put_locked/put_handoff take an
+// array of ops and ring once for it; put_warp rings once per warp (up to 32 WQEs).
 // Completion: quiet_qp (the QP used) or quiet_all (every QP of the context).
 // Every spin (slot, lock, hand-off, CQ) is bounded by ctx.timeout_ns and reports the QP with the
 // expected and last-seen counters into ErrorReport, then returns false; callers stop.
