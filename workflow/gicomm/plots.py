@@ -186,6 +186,32 @@ def panel_grid(fig: plt.Figure, n: int, ncols: int = 3) -> list[plt.Axes]:
     return list(axes[:n])
 
 
+MAX_SERIES = 8  # more curves or bars than this in one panel: fix the other parameters
+
+
+def focus(
+    d: pd.DataFrame, x: str | None, keep: Sequence[str] = (), max_series: int = MAX_SERIES
+) -> tuple[pd.DataFrame, str]:
+    """At most `max_series` curves or bars against x: the parameters in `keep` (the hue) keep
+    varying; every other varying parameter is fixed at its first value, said in the note."""
+    free = [c for c in (x, *keep) if c]
+    fixed = []
+    for col in varying_params(d, exclude=free):
+        if series_labels(d, exclude=[x] if x else []).nunique() <= max_series:
+            break
+        values = sorted(d[col].dropna().unique(), key=_sort_key)
+        d = d[d[col] == values[0]]
+        fixed.append(f"{col.removeprefix('param_')}={values[0]}")
+    return d, ("others fixed at " + ", ".join(fixed)) if fixed else ""
+
+
+def _sort_key(v: object) -> tuple[int, float, str]:
+    try:
+        return (0, float(v), "")  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return (1, 0.0, str(v))
+
+
 def metric_panels(
     fig: plt.Figure,
     d: pd.DataFrame,
@@ -194,20 +220,38 @@ def metric_panels(
     *,
     logx: bool = False,
     logy: bool = False,
+    keep: Sequence[str] = (),
+    only: bool = False,
+    split: str | None = None,
 ) -> list[plt.Axes]:
-    """One panel per metric present (in the given order, then any other measured metric)."""
-    present = [m for m in metrics if m in set(d["metric"])]
-    present += sorted(set(d["metric"]) - set(present))
-    axes = panel_grid(fig, len(present))
-    for ax, metric in zip(axes, present, strict=True):
-        dm = display(d[d["metric"] == metric])
+    """One panel per metric present (in the given order, then, unless `only`, any other measured
+    metric), and per value of the `split` parameter when it varies. `keep`: parameters that may
+    vary as curves besides x (the others get fixed, see focus)."""
+    present = list(dict.fromkeys(m for m in metrics if m in set(d["metric"])))
+    if not only or not present:
+        present += sorted(set(d["metric"]) - set(present))
+    col = find_param(d, split) if split else None
+    splits: list[object] = sorted(d[col].dropna().unique(), key=_sort_key) if col else [None]
+    if len(splits) < 2 or len(present) * len(splits) > 12:
+        col, splits = None, [None]
+    panels = [(m, v) for m in present for v in splits]
+    axes = panel_grid(fig, len(panels), ncols=3 if col is None else max(2, len(splits)))
+    for ax, (metric, value) in zip(axes, panels, strict=True):
+        dm = d[d["metric"] == metric]
+        dm = display(dm if col is None else dm[dm[col] == value])
         x = find_param(dm, *x_names) or (varying_params(dm) or [None])[0]
         numeric = x is not None and pd.to_numeric(dm[x], errors="coerce").notna().all()
+        dm, note = focus(dm, x, [c for c in (f"param_{k}" for k in keep) if c in dm])
         if numeric and dm[x].nunique() >= 2:
             lines(ax, dm, x, logx=logx, logy=logy)
         else:
             bars(ax, dm)
         ylabel(ax, dm, metric)
+        if col is not None:
+            ax.set_title(f"{metric}, {col.removeprefix('param_')}={value}", fontsize=10)
+        if note:
+            ax.text(0.99, 0.01, note, transform=ax.transAxes, ha="right", va="bottom",
+                    fontsize=6, color="gray")  # fmt: skip
     return list(axes)
 
 
@@ -251,34 +295,68 @@ def fig05_sm_clock(d: pd.DataFrame, fig: plt.Figure) -> None:
 
 def fig06_loaded_rtt(d: pd.DataFrame, fig: plt.Figure) -> None:
     """RTT p50 against background CTAs, shared against reserved queue; load carried."""
-    metric_panels(fig, d, ["rtt_ns", "msg_rate"], ["bg_ctas", "background_ctas"], logy=True)
+    metric_panels(fig, d, ["rtt_ns", "bulk_msg_rate", "msg_rate"],
+                  ["bulk_ctas", "bg_ctas", "background_ctas"], logy=True,
+                  keep=["queue", "pace_mmsgs"])  # fmt: skip
 
 
 def fig07_proxy_msgrate(d: pd.DataFrame, fig: plt.Figure) -> None:
     """Proxy message rate against batch per post, per worker count, cold and warm cores."""
-    metric_panels(fig, d, ["msg_rate", "rtt_ns"], ["batch", "workers"], logx=True)
+    metric_panels(fig, d, ["msg_rate", "rtt_ns", "completion_ns", "issue_ns"],
+                  ["batch", "workers"], logx=True, keep=["workers", "state"])  # fmt: skip
+
+
+GOODPUT_METRICS = ["goodput_gbps", "goodput"]
 
 
 def fig08_goodput(d: pd.DataFrame, fig: plt.Figure) -> None:
     """Pipelined goodput against payload size."""
-    axes = metric_panels(fig, d, ["goodput", "msg_rate"], ["size"], logx=True)
+    ctas = find_param(d, "ctas", "producer_ctas")
+    if ctas is not None:  # Fig. 8 is the full producer count; Fig. 11 shrinks it
+        d = d[pd.to_numeric(d[ctas], errors="coerce") == pd.to_numeric(d[ctas]).max()]
+    axes = metric_panels(fig, d, GOODPUT_METRICS, ["size"], logx=True, keep=["transport"])
     for ax in axes:
-        if ax.get_title() == "goodput":
+        if ax.get_title() in GOODPUT_METRICS:
             ax.text(0.02, 0.02, "paper: 90% of 24.8 GB/s on P-IB", transform=ax.transAxes,
                     fontsize=7, color="gray")  # fmt: skip
 
 
 def fig09_kernel_cost(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """Useful-throughput loss of the enclosing kernel, and registers per thread, per transport."""
-    metrics = [
-        m for m in ("throughput_loss_pct", "registers", "occupancy") if m in set(d["metric"])
-    ]
-    metrics += sorted(set(d["metric"]) - set(metrics))
-    axes = panel_grid(fig, len(metrics))
-    for ax, metric in zip(axes, metrics, strict=True):
-        dm = display(d[d["metric"] == metric])
+    """Useful-throughput loss of the enclosing kernel against live values, per call-site mode
+    and transport; registers per thread with and without the communication code."""
+    loss = d[d["metric"].isin(["throughput_loss_pct"])]
+    regs = d[d["metric"].isin(["registers", "registers_absent", "registers_base"])]
+    if loss.empty and regs.empty:
+        metric_panels(fig, d, [], [])
+        return
+    callers = sorted(loss["param_caller"].dropna().unique()) if "param_caller" in loss else []
+    panels = (callers or [None]) if not loss.empty else []
+    axes = panel_grid(fig, len(panels) + (0 if regs.empty else 1))
+    for ax, caller in zip(axes, panels, strict=False):
+        dm = display(loss if caller is None else loss[loss["param_caller"] == caller])
+        x = find_param(dm, "live") or (varying_params(dm) or [None])[0]
+        dm, note = focus(dm, x, ["param_mode"])
+        if x and dm[x].nunique() >= 2:
+            lines(ax, dm, x)
+        else:
+            bars(ax, dm)
+        ylabel(ax, dm, "throughput_loss_pct")
+        ax.set_title(f"useful-throughput loss, {caller or 'caller'} caller", fontsize=10)
+        if note:
+            ax.text(0.99, 0.01, note, transform=ax.transAxes, ha="right", fontsize=6, color="gray")
+    if not regs.empty:
+        ax = axes[-1]
+        dm = display(regs)
+        live = find_param(dm, "live")
+        if live is not None:
+            dm = dm[dm[live] == dm[live].min()]
+        dm = dm.assign(metric_name=dm["metric"])
+        dm, note = focus(dm, None, ["param_mode"], max_series=12)
+        dm = dm.assign(transport=dm["transport"] + " " + dm["metric_name"])
         bars(ax, dm)
-        ylabel(ax, dm, metric)
+        ylabel(ax, dm, "registers")
+        ax.set_title("registers per thread" + (f" (live={dm[live].min()})" if live else ""),
+                     fontsize=10)  # fmt: skip
 
 
 def fig10_connection_scaling(d: pd.DataFrame, fig: plt.Figure) -> None:
@@ -304,7 +382,8 @@ def fig10_connection_scaling(d: pd.DataFrame, fig: plt.Figure) -> None:
 
 def fig11_goodput_producers(d: pd.DataFrame, fig: plt.Figure) -> None:
     """Goodput against size as producer CTAs shrink (16 to 1), and single-op latency."""
-    metric_panels(fig, d, ["goodput", "completion_ns", "rtt_ns"], ["size"], logx=True)
+    metric_panels(fig, d, [*GOODPUT_METRICS, "completion_ns", "rtt_ns"], ["size"], logx=True,
+                  keep=["ctas", "producer_ctas"])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -379,10 +458,14 @@ def plot_paper_figure(
 
 
 def generic_plot(df: pd.DataFrame, spec: dict, fig: plt.Figure) -> None:
-    """p50 of each metric against the swept parameter (from a summary table)."""
+    """p50 of each metric against the swept parameter (from a summary table); the experiment's
+    `figure` spec names x, the metric shown first (y), the hue and a column split (kept varying)."""
     x = [spec["x"]] if spec.get("x") else []
-    metric_panels(fig, df, sorted(df["metric"].unique()), x, logx=bool(spec.get("logx")),
-                  logy=bool(spec.get("logy")))  # fmt: skip
+    first = [spec["y"]] if spec.get("y") else []
+    keep = [k for k in (spec.get("hue"), spec.get("col")) if k]
+    metric_panels(fig, df, first + sorted(df["metric"].unique()), x, keep=keep,
+                  logx=bool(spec.get("logx")), logy=bool(spec.get("logy")),
+                  split=spec.get("col"))  # fmt: skip
 
 
 def plot_experiment(

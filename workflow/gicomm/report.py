@@ -194,17 +194,16 @@ class CampaignReport:
 
 
 def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
-    figs = [f"results/{campaign}/report/figures/paper/{f.fig_id}.png"
-            for f in PAPER_FIGURES.values() if f.experiment == name]  # fmt: skip
-    targets = " ".join([f"results/{campaign}/report/figures/{name}.png", *figs])
+    """Exact commands: re-measure the experiment (this machine's campaign only), and redraw every
+    figure, table, claim check and page of the campaign from its records (archived ones too)."""
     cmds = []
     if current:
         cmds.append(
-            f"snakemake --profile profiles/local --config campaign={campaign} "
-            f"'experiments=[\"{name}\"]'"
+            f"rm -rf results/{campaign}/raw/{name} && snakemake --profile profiles/local "
+            f"--config campaign={campaign}"
         )
     cmds.append(
-        f"snakemake --profile profiles/local --forcerun aggregate_runs {targets} "
+        f"snakemake --profile profiles/local --forcerun aggregate_runs "
         f"results/{campaign}/report/index.html"
     )
     return cmds
@@ -248,6 +247,7 @@ def render_campaign_report(r: CampaignReport) -> None:
             exp=s,
             meta=experiment_meta(s.name),
             figures=[f for f in PAPER_FIGURES.values() if f.experiment == s.name],
+            own_figure=(out / "figures" / f"{s.name}.png").exists(),
             tables=[t for t in tables.values() if t["spec"].experiment == s.name],
             claims=claim_rows(exp_claims),
             table=sweep_table(summary, s.name),

@@ -1,26 +1,9 @@
 # Aggregation over independent process runs (p50/p99, spread, bootstrap CI), same-run transport
 # ratios and clock fits; then every claim of config/claims.yaml checked against the campaign.
-import sys as _sys
-from pathlib import Path as _Path
+from gicomm.paper import FIGURE_IDS, TABLE_IDS  # noqa: E402
+from gicomm import targets  # noqa: E402
 
-_sys.path.insert(0, str(_Path(workflow.basedir) / "workflow"))
-
-from gicomm.paper import FIGURE_IDS, PAPER_EXPERIMENTS, TABLE_IDS  # noqa: E402
-
-# A campaign wildcard that never captures the cross-campaign folder results/combined/.
-ONE_CAMPAIGN = r"(?!combined/)[A-Za-z0-9][A-Za-z0-9_.-]*"
-
-
-def report_experiments(campaign):
-    """Every experiment a campaign report has a page for: the paper's and the campaign's own."""
-    return sorted(set(PAPER_EXPERIMENTS) | set(LAYOUT.experiments_of(campaign)))
-
-
-def all_experiments():
-    names = set(PAPER_EXPERIMENTS)
-    for c in LAYOUT.reported_campaigns():
-        names |= set(LAYOUT.experiments_of(c))
-    return sorted(names)
+ONE_CAMPAIGN = targets.ONE_CAMPAIGN
 
 
 rule aggregate_runs:

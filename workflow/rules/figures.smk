@@ -1,33 +1,36 @@
-# Figures and tables, per campaign: one seaborn figure per paper figure (3-11), one per experiment,
-# one table per paper table (3-16; 15 is qualitative); and one comparison figure per experiment
-# across campaigns. PNG and SVG (workflow/gicomm/plots.py, workflow/gicomm/tables.py).
-# claims.smk (aggregation over runs, claim checks) is included here, before the rules that use it.
+# Figures and tables, per campaign: one seaborn figure per paper figure (3-11, drawn in one job),
+# one per experiment of the campaign, one table per paper table (3-16; 15 is qualitative); and one
+# comparison figure per experiment across campaigns (one job). PNG and SVG
+# (workflow/gicomm/plots.py, workflow/gicomm/tables.py). claims.smk (aggregation over runs, claim
+# checks) is included here, before the rules that use it.
 
 
 include: "claims.smk"
 
 
-rule paper_figure:
+rule paper_figures:
     input:
         summary="results/{campaign}/aggregate/summary.csv",
         records="results/{campaign}/tidy/records.csv",
     output:
-        png=report(
-            "results/{campaign}/report/figures/paper/{fig}.png",
-            caption="../../report/captions/paper_figure.rst",
-            category="{campaign}",
-            subcategory="Paper figures",
-        ),
-        svg="results/{campaign}/report/figures/paper/{fig}.svg",
+        png=[
+            report(
+                f"results/{{campaign}}/report/figures/paper/{f}.png",
+                caption="../../report/captions/paper_figure.rst",
+                category="{campaign}",
+                subcategory="Paper figures",
+            )
+            for f in FIGURE_IDS
+        ],
+        svg=[f"results/{{campaign}}/report/figures/paper/{f}.svg" for f in FIGURE_IDS],
     log:
-        "results/{campaign}/logs/figures/paper_{fig}.log",
+        "results/{campaign}/logs/figures/paper.log",
     wildcard_constraints:
         campaign=ONE_CAMPAIGN,
-        fig=r"fig\d\d",
     conda:
         "../../envs/pipeline.yaml"
     script:
-        "../scripts/paper_figure.py"
+        "../scripts/paper_figures.py"
 
 
 rule figure:
@@ -76,21 +79,27 @@ rule paper_tables:
         "../scripts/paper_tables.py"
 
 
-rule comparison_figure:
+rule comparison_figures:
     input:
-        summaries=lambda w: [
-            f"results/{c}/aggregate/summary.csv" for c in LAYOUT.reported_campaigns()
-        ],
-    output:
-        png=report(
-            "results/combined/report/figures/{experiment}.png",
-            caption="../../report/captions/comparison.rst",
-            category="Across campaigns",
+        summaries=lambda w: targets.per_campaign(
+            LAYOUT, "results/{c}/aggregate/summary.csv"
         ),
-        svg="results/combined/report/figures/{experiment}.svg",
+    output:
+        png=[
+            report(
+                f"results/combined/report/figures/{e}.png",
+                caption="../../report/captions/comparison.rst",
+                category="Across campaigns",
+            )
+            for e in targets.all_experiments(LAYOUT)
+        ],
+        svg=[
+            f"results/combined/report/figures/{e}.svg"
+            for e in targets.all_experiments(LAYOUT)
+        ],
     log:
-        "results/combined/logs/figures/{experiment}.log",
+        "results/combined/logs/figures.log",
     conda:
         "../../envs/pipeline.yaml"
     script:
-        "../scripts/comparison_figure.py"
+        "../scripts/comparison_figures.py"

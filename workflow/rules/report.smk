@@ -2,20 +2,6 @@
 # hosts and provenance, a page per experiment) and one across campaigns (workflow/gicomm/report.py).
 
 
-def campaign_figures(campaign):
-    own = [
-        f"results/{campaign}/report/figures/{e}.{ext}"
-        for e in report_experiments(campaign)
-        for ext in ("png", "svg")
-    ]
-    paper = [
-        f"results/{campaign}/report/figures/paper/{f}.{ext}"
-        for f in FIGURE_IDS
-        for ext in ("png", "svg")
-    ]
-    return own + paper
-
-
 rule report_campaign:
     input:
         records="results/{campaign}/tidy/records.csv",
@@ -23,9 +9,9 @@ rule report_campaign:
         ratios="results/{campaign}/aggregate/ratios.csv",
         fits="results/{campaign}/aggregate/clock_fits.csv",
         claims="results/{campaign}/claims/claims.csv",
-        tables=[f"results/{{campaign}}/report/tables/{t}.csv" for t in TABLE_IDS],
+        tables=lambda w: targets.campaign_tables(w.campaign),
         hardware=lambda w: LAYOUT.hardware_files(w.campaign),
-        figures=lambda w: campaign_figures(w.campaign),
+        figures=lambda w: targets.campaign_figures(LAYOUT, w.campaign),
     output:
         index=report(
             "results/{campaign}/report/index.html",
@@ -46,17 +32,11 @@ rule report_campaign:
 
 rule report_combined:
     input:
-        claims=lambda w: [
-            f"results/{c}/claims/claims.csv" for c in LAYOUT.reported_campaigns()
-        ],
-        summaries=lambda w: [
-            f"results/{c}/aggregate/summary.csv" for c in LAYOUT.reported_campaigns()
-        ],
-        figures=lambda w: [
-            f"results/combined/report/figures/{e}.{ext}"
-            for e in all_experiments()
-            for ext in ("png", "svg")
-        ],
+        claims=lambda w: targets.per_campaign(LAYOUT, "results/{c}/claims/claims.csv"),
+        summaries=lambda w: targets.per_campaign(
+            LAYOUT, "results/{c}/aggregate/summary.csv"
+        ),
+        figures=lambda w: targets.comparison_figures(LAYOUT),
     output:
         index=report(
             "results/combined/report/index.html",

@@ -10,6 +10,7 @@ with logged(snakemake):
     summary = (
         pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["experiment"])
     )
-    plot_comparison(
-        summary, snakemake.wildcards.experiment, [snakemake.output.png, snakemake.output.svg]
-    )
+    for png, svg in zip(snakemake.output.png, snakemake.output.svg, strict=True):
+        experiment = png.rsplit("/", 1)[1].removesuffix(".png")
+        plot_comparison(summary, experiment, [png, svg])
+        print(f"drew {experiment}")
