@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -41,9 +42,36 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
+def _newest_source_mtime() -> float:
+    return max(p.stat().st_mtime for p in (REPO / "native").rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="session")
+def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One native build for every pipeline test of the session: `make test`'s ctest build when it
+    is current (it just ran), else a host-only build made here. Pipeline tests copy its bin/ and
+    summary in, so each run exercises the pipeline, not the compiler, again."""
+    ctest = REPO / "build" / "ctest"
+    summary = ctest / "gicomm_build.json"
+    if (
+        summary.exists()
+        and (ctest / "bin").is_dir()
+        and summary.stat().st_mtime >= _newest_source_mtime()
+    ):
+        return ctest
+    build = tmp_path_factory.mktemp("native-build")
+    subprocess.run(
+        ["cmake", "-S", str(REPO / "native"), "-B", str(build), "-DGICOMM_WITH_CUDA=OFF"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    subprocess.run(["cmake", "--build", str(build), "-j", "2"], check=True, capture_output=True)
+    return build
+
+
 @pytest.fixture
-def repo_copy(tmp_path: Path) -> Path:
-    """A copy of the tracked working tree (what a fresh clone has), for pipeline runs."""
+def repo_copy(tmp_path: Path, native_build: Path) -> Path:
+    """A copy of the tracked working tree (what a fresh clone has), for pipeline runs, with the
+    session's native build in place as build/<host>/ (the local platform's host label)."""
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"],
         cwd=REPO,
@@ -57,4 +85,7 @@ def repo_copy(tmp_path: Path) -> Path:
         if src.is_file():
             (dst / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst / f)
+    host = socket.gethostname().split(".")[0]
+    shutil.copytree(native_build / "bin", dst / "build" / host / "bin")
+    shutil.copy(native_build / "gicomm_build.json", dst / "build" / host / "gicomm_build.json")
     return dst
