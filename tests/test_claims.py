@@ -161,3 +161,33 @@ def test_check_kinds_on_hand_made_claims(synth: dict):
     assert v["threshold"] == REPRODUCED
     assert v["scaling"] == REPRODUCED
     assert v["param-absent"] == NOT_MEASURABLE
+
+
+def test_cold_and_warm_come_from_the_state_param_and_experiments_may_be_listed():
+    from conftest import make_record
+
+    from gicomm.aggregate import summarize_runs
+    from gicomm.tidy import tidy_frame
+
+    recs = []
+    for run in range(3):
+        for state, b1, b16 in (("cold", 2.6, 14.4), ("warm", 6.6, 28.6)):
+            for batch, rate in ((1, b1), (16, b16)):
+                recs.append(make_record(
+                    experiment="proxy_msgrate", transport="mini-proxy", nic_backend="mlx5",
+                    metric="msg_rate", unit="Mmsg/s", run_index=run,
+                    params={"mode": "rate", "workers": 1, "batch": batch, "state": state},
+                    stats={"n": 5, "p50": rate},
+                ))  # fmt: skip
+        recs.append(make_record(
+            experiment="proxy_msgrate", transport="mini-proxy", nic_backend="softnic-cpu",
+            metric="issue_ns", run_index=run, params={"mode": "issue", "enqueue": "tuned"},
+            stats={"n": 5, "p50": 130.0},
+        ))  # fmt: skip
+    records = tidy_frame(recs)
+    v = check_claims(summarize_runs(records), records, [hardware("c1")]).set_index("id")
+    assert v.loc["t10-proxy-batching-gain", "verdict"] == REPRODUCED
+    assert v.loc["t10-warm-proxy-faster", "verdict"] == REPRODUCED
+    # The tuned enqueue is found in proxy_msgrate, the second experiment its selector lists.
+    assert v.loc["t3-tuned-proxy-enqueue", "verdict"] == REPRODUCED
+    assert v.loc["t9-tuned-proxy-p99-warm", "verdict"] == NOT_MEASURABLE

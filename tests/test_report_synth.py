@@ -85,7 +85,7 @@ def _points(backend: str) -> list[tuple]:
                         "mlx5",
                         "rtt_ns",
                         "ns",
-                        {"queue": queue, "bg_ctas": ctas},
+                        {"queue": queue, "bulk_ctas": ctas},
                         v * scale,
                     )
                 )
@@ -102,8 +102,10 @@ def _points(backend: str) -> list[tuple]:
                 rate,
             )
         )
-    for metric, regs in (("registers_base", 29.0), ("registers", 32.0)):
-        pts.append(("kernel_cost", "mini-gda", backend, metric, "count", {"size": 8}, regs))
+    for metric, regs in (("registers_absent", 29.0), ("registers", 32.0)):
+        pts.append(("kernel_cost", "mini-gda", backend, metric, "count", {"mode": "dormant"}, regs))
+    pts.append(("kernel_cost", "mini-gda", backend, "throughput_loss_pct", "pct",
+                {"mode": "dormant", "caller": "stream"}, 27.0))  # fmt: skip
     return pts  # fmt: skip
 
 

@@ -123,18 +123,25 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def describe_selector(sel: dict[str, Any]) -> str:
-    parts = [f"{sel['metric']} of {'|'.join(map(str, _as_list(sel['transport'])))}"]
+    metrics = "|".join(map(str, _as_list(sel["metric"])))
+    parts = [f"{metrics} of {'|'.join(map(str, _as_list(sel['transport'])))}"]
     parts += [f"{k}={'|'.join(map(str, _as_list(v)))}" for k, v in sel.get("params", {}).items()]
     if sel.get("cpu_clock_state"):
         parts.append(f"cpu {sel['cpu_clock_state']}")
     return " ".join(parts)
 
 
+def selector_experiments(sel: dict[str, Any], default: str) -> list[str]:
+    return [str(e) for e in _as_list(sel.get("experiment", default))]
+
+
 def match_rows(ctx: CampaignContext, sel: dict[str, Any], experiment: str) -> pd.DataFrame:
     d = ctx.summary
-    d = d[(d["experiment"] == sel.get("experiment", experiment)) & (d["metric"] == sel["metric"])]
-    wanted = [str(t) for t in _as_list(sel["transport"])]
-    d = d[d["transport"].astype(str).isin(wanted)]
+    if d.empty:
+        return d
+    d = d[d["experiment"].isin(selector_experiments(sel, experiment))]
+    d = d[d["metric"].isin([str(m) for m in _as_list(sel["metric"])])]
+    d = d[d["transport"].astype(str).isin([str(t) for t in _as_list(sel["transport"])])]
     for name, value in sel.get("params", {}).items():
         col = f"param_{name}"
         if col not in d:
@@ -142,8 +149,21 @@ def match_rows(ctx: CampaignContext, sel: dict[str, Any], experiment: str) -> pd
         options = _as_list(value)
         d = d[d[col].map(lambda v, o=options: any(_same(v, x) for x in o))]
     if sel.get("cpu_clock_state"):
-        d = d[d["cpu_clock_state"].astype(str) == sel["cpu_clock_state"]]
+        d = d[clock_states(d) == sel["cpu_clock_state"]]
     return d
+
+
+def clock_states(d: pd.DataFrame) -> pd.Series:
+    """cold/warm of each row: the record's cpu_clock_state, else the driver's `state` param."""
+    state = d["cpu_clock_state"].astype(object) if "cpu_clock_state" in d else None
+    param = d["param_state"].astype(object) if "param_state" in d else None
+    if state is None and param is None:
+        return pd.Series("", index=d.index)
+    if state is None:
+        return param.fillna("").astype(str)
+    if param is not None:
+        state = state.where(state.notna() & (state.astype(str) != ""), param)
+    return state.fillna("").astype(str)
 
 
 def convert(value: float, unit: str, target: str) -> float:
@@ -335,12 +355,13 @@ def requirement_text(req: dict[str, Any]) -> str:
 
 def _precheck(ctx: CampaignContext, claim: dict[str, Any]) -> None:
     exp = claim["experiment"]
-    experiments = {s.get("experiment", exp) for s in _selectors(claim["check"])}
-    for e in sorted(experiments):
-        if ctx.experiment_rows(e).empty:
-            reasons = ctx.skip_reasons(e)
+    for sel in _selectors(claim["check"]):
+        names = selector_experiments(sel, exp)
+        if all(ctx.experiment_rows(e).empty for e in names):
+            reasons = [r for e in names for r in ctx.skip_reasons(e)][:2]
             why = f"not runnable here: {'; '.join(reasons)}" if reasons else "not run"
-            raise NotMeasurable(f"experiment {e} has no measurements in this campaign ({why})")
+            which = " or ".join(names)
+            raise NotMeasurable(f"experiment {which} has no measurements in this campaign ({why})")
     req = claim["requires"]
     if req["gpu"]:
         have = " ".join(ctx.gpus).lower()
@@ -348,7 +369,7 @@ def _precheck(ctx: CampaignContext, claim: dict[str, Any]) -> None:
             this = ", ".join(ctx.gpus) or "no GPU recorded"
             raise NotMeasurable(f"needs {'/'.join(req['gpu'])} (this campaign: {this})")
     if req.get("cpu_clock_states"):
-        states = set(ctx.experiment_rows(exp)["cpu_clock_state"].dropna().astype(str))
+        states = set(clock_states(ctx.experiment_rows(exp)))
         if not {"cold", "warm"} <= states:
             raise NotMeasurable("needs proxy cores measured both cold and warm")
 
