@@ -22,7 +22,7 @@ def experiment(behaviours: list[str], needs: dict | None = None, needs_when=()) 
         name="fake", title="fake", paper_ref="", description="", driver="gicomm-bench-fake",
         needs=needs or {"gpus": 0}, needs_when=tuple(needs_when), repetitions=1, warmup=1,
         iters=5, metrics=("issue_ns",), points_per_job=100,
-        sweeps={"full": {"behave": behaviours, "size": [8]}}, figure={}, path=Path("fake.yaml"),
+        sweeps={"full": [{"behave": behaviours, "size": [8]}]}, figure={}, path=Path("fake.yaml"),
     )  # fmt: skip
 
 
@@ -128,3 +128,12 @@ def test_job_on_a_node_without_the_declared_hardware_fails_early(tmp_path: Path)
     assert "declares 4 RDMA NIC(s) per node, found 0" in msg
     assert "platform h200" in msg
     assert calls(job) == [] and not job.output.exists()
+
+
+def test_each_nic_backend_gets_its_own_driver_process(tmp_path: Path):
+    e = experiment(["a"])
+    e.sweeps["full"][0]["nic_backend"] = ["softnic-cpu", "none"]
+    job = make_job(tmp_path, e)
+    run_batch(job)
+    got = {(r["params"]["nic_backend"], r["nic_backend"]) for r in iter_records(job.output)}
+    assert got == {("softnic-cpu", "softnic-cpu"), ("none", "none")}

@@ -119,3 +119,33 @@ def test_snakemake_refuses_bad_config_before_any_job(tmp_path: Path):
         "'sweep': value 'ful' is not allowed; allowed: 'full', 'reduced'" in out.stderr + out.stdout
     )
     assert "rule bench_batch" not in out.stdout
+
+
+def test_sweep_of_blocks_joins_products_and_reduced_overrides_each_block(tmp_path: Path):
+    src = yaml.safe_load((REPO / "config/experiments/one_op.yaml").read_text())
+    src["sweep"] = [
+        {
+            "transport": ["mini-gda"],
+            "nic_backend": ["softnic-cpu"],
+            "payload": ["inline", "pointer"],
+        },
+        {
+            "transport": ["mini-gda"],
+            "nic_backend": ["softnic-gpu"],
+            "payload": ["inline"],
+            "size": [8, 64],
+        },
+    ]
+    src["reduced"] = {"payload": ["inline"]}
+    src.pop("figure", None)
+    p = tmp_path / "one_op.yaml"
+    p.write_text(yaml.safe_dump(src, sort_keys=False))
+    e = load_experiment(p)
+    assert [pt.params for pt in e.points()] == [
+        {"transport": "mini-gda", "nic_backend": "softnic-cpu", "payload": "inline"},
+        {"transport": "mini-gda", "nic_backend": "softnic-cpu", "payload": "pointer"},
+        {"transport": "mini-gda", "nic_backend": "softnic-gpu", "payload": "inline", "size": 8},
+        {"transport": "mini-gda", "nic_backend": "softnic-gpu", "payload": "inline", "size": 64},
+    ]
+    assert len(e.points("reduced")) == 3
+    assert e.swept == ["transport", "nic_backend", "payload", "size"]

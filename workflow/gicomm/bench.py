@@ -116,8 +116,9 @@ def driver_path(job: BatchJob) -> Path:
     return job.build_dir / "bin" / job.experiment.driver
 
 
-def driver_argv(job: BatchJob, points_file: Path) -> list[str]:
+def driver_argv(job: BatchJob, points_file: Path, backend: str | None = None) -> list[str]:
     e = job.experiment
+    backend_flag = ["--nic-backend", backend] if backend else []
     return [
         str(driver_path(job)),
         "--experiment", e.name,
@@ -131,6 +132,7 @@ def driver_argv(job: BatchJob, points_file: Path) -> list[str]:
         "--warmup", str(e.warmup),
         "--iters", str(e.iters),
         "--timeout-ms", str(job.wait_ms),
+        *backend_flag,
     ]  # fmt: skip
 
 
@@ -160,12 +162,17 @@ def run_batch(job: BatchJob) -> None:
             why = "not runnable on this host: " + "; ".join(reasons)
             log(f"{job.experiment.name} point {p.point_id}: {why}")
             append_records(job.partial, status_records(job, p, "skipped", why))
-    if runnable:
-        _measure(job, runnable)
+    # The NIC backend is chosen per process (--nic-backend): one driver run per backend.
+    by_backend: dict[str | None, list[Point]] = {}
+    for p in runnable:
+        backend = p.params.get("nic_backend")
+        by_backend.setdefault(None if backend is None else str(backend), []).append(p)
+    for backend, points in by_backend.items():
+        _measure(job, points, backend)
     _publish(job)
 
 
-def _measure(job: BatchJob, points: list[Point]) -> None:
+def _measure(job: BatchJob, points: list[Point], backend: str | None) -> None:
     attempts = 0
     while True:
         done = finished_points(job.partial)
@@ -184,7 +191,8 @@ def _measure(job: BatchJob, points: list[Point]) -> None:
         t0 = time.monotonic()
         limit = job.point_s * len(todo)
         try:
-            proc = subprocess.run(driver_argv(job, points_file), timeout=limit, check=False)
+            argv = driver_argv(job, points_file, backend)
+            proc = subprocess.run(argv, timeout=limit, check=False)
             code: int | str = proc.returncode
         except subprocess.TimeoutExpired:
             code = f"timeout after {limit} s"

@@ -14,6 +14,7 @@ from gicomm.schema import apply_defaults, load_schema, validate
 from gicomm.yamlio import load_yaml
 
 Params = dict[str, str | int | float | bool]
+Block = dict[str, list[Any]]
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Experiment:
     iters: int
     metrics: tuple[str, ...]
     points_per_job: int
-    sweeps: dict[str, dict[str, list[Any]]]
+    sweeps: dict[str, list[Block]]
     figure: dict[str, Any]
     path: Path
 
@@ -57,8 +58,17 @@ class Experiment:
         return needs
 
     def points(self, mode: str = "full") -> list[Point]:
-        sweep = self.sweeps.get(mode) or self.sweeps["full"]
-        return expand_sweep(self.name, sweep)
+        blocks = self.sweeps.get(mode) or self.sweeps["full"]
+        points: dict[str, Point] = {}
+        for block in blocks:
+            for p in expand_sweep(self.name, block):
+                points.setdefault(p.point_id, p)
+        return list(points.values())
+
+    @property
+    def swept(self) -> list[str]:
+        """Every parameter any block of the full sweep varies, in first-seen order."""
+        return list(dict.fromkeys(k for block in self.sweeps["full"] for k in block))
 
     def batches(self, mode: str = "full") -> list[list[Point]]:
         pts = self.points(mode)
@@ -81,6 +91,10 @@ def expand_sweep(experiment: str, sweep: dict[str, list[Any]]) -> list[Point]:
     return points
 
 
+def as_blocks(sweep: Block | list[Block]) -> list[Block]:
+    return sweep if isinstance(sweep, list) else [sweep]
+
+
 def load_experiment(path: str | Path) -> Experiment:
     path = Path(path)
     data = load_yaml(path)
@@ -96,21 +110,30 @@ def load_experiment(path: str | Path) -> Experiment:
     schema = load_schema("experiment")
     data = apply_defaults(data, schema)
     needs = apply_defaults(data["needs"], schema["properties"]["needs"])
-    sweeps = {"full": data["sweep"]}
+    full = as_blocks(data["sweep"])
+    swept = list(dict.fromkeys(k for block in full for k in block))
+    sweeps = {"full": full}
     if "reduced" in data:
-        extra = sorted(set(data["reduced"]) - set(data["sweep"]))
+        reduced = data["reduced"]
+        keys = {k for block in as_blocks(reduced) for k in block}
+        extra = sorted(keys - set(swept))
         if extra:
             raise ConfigError(
                 f"{path}: 'reduced': parameter(s) {', '.join(map(repr, extra))} are not in "
-                f"'sweep'; allowed: {', '.join(data['sweep'])}"
+                f"'sweep'; allowed: {', '.join(swept)}"
             )
-        sweeps["reduced"] = {**data["sweep"], **data["reduced"]}
+        # A list replaces the sweep; a mapping overrides those values in every block that has them.
+        sweeps["reduced"] = (
+            reduced
+            if isinstance(reduced, list)
+            else [{k: reduced.get(k, v) for k, v in block.items()} for block in full]
+        )
     for i, w in enumerate(data.get("needs_when", [])):
-        unknown = sorted(set(w["when"]) - set(data["sweep"]))
+        unknown = sorted(set(w["when"]) - set(swept))
         if unknown:
             raise ConfigError(
                 f"{path}: 'needs_when[{i}].when': parameter(s) {', '.join(map(repr, unknown))} are "
-                f"not swept; allowed: {', '.join(data['sweep'])}"
+                f"not swept; allowed: {', '.join(swept)}"
             )
     return Experiment(
         name=data["name"],
