@@ -16,6 +16,8 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
+include: "workflow/rules/baselines.smk"
+include: "workflow/rules/model.smk"
 
 
 rule all:

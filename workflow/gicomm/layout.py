@@ -19,6 +19,15 @@ from gicomm import REPO_ROOT
 from gicomm.config import Campaign
 
 RESULTS = Path("results")
+NATIVE_SOURCE_SUFFIXES = {".h", ".hpp", ".cuh", ".c", ".cc", ".cpp", ".cu", ".cmake", ".in"}
+# The performance model's outputs per campaign (workflow/rules/model.smk).
+MODEL_OUTPUTS = (
+    "params.json",
+    "calibration.csv",
+    "predictions.csv",
+    "beside_measured.csv",
+    "validation.csv",
+)
 ARCHIVE = RESULTS / "archive"
 
 
@@ -90,15 +99,23 @@ class Layout:
         ]
 
     def native_sources(self) -> list[str]:
+        """The files a native build depends on (sources and CMake files, not notes or scripts)."""
         native = self.root / "native"
         return sorted(
             str(p.relative_to(self.root))
             for p in native.rglob("*")
-            if p.is_file() and "build" not in p.relative_to(native).parts[:1]
+            if p.is_file()
+            and "build" not in p.relative_to(native).parts[:1]
+            and (p.suffix in NATIVE_SOURCE_SUFFIXES or p.name == "CMakeLists.txt")
         )
 
     def all_targets(self) -> list[str]:
-        targets = [f"results/{c}/export/{c}-report.zip" for c in self.reported_campaigns()]
+        targets = []
+        for c in self.reported_campaigns():
+            targets.append(f"results/{c}/export/{c}-report.zip")
+            targets += [f"results/{c}/model/{f}" for f in MODEL_OUTPUTS]
+            if "nvlink_dissection" in self.experiments_of(c):
+                targets.append(f"results/{c}/tidy/nvlink_dissection.csv")
         return [*targets, "results/combined/records.csv", "results/combined/report/index.html"]
 
     def describe(self) -> dict[str, Any]:
