@@ -358,7 +358,10 @@ std::string record_to_json(const Record& r, const Options& o, const DriverInfo& 
   field("host", json_escape(o.host));
   field("platform", json_escape(o.platform));
   field("experiment", json_escape(r.experiment.empty() ? o.experiment : r.experiment));
-  field("transport", json_escape(r.transport.empty() ? info.transport : r.transport));
+  // A failed point's record names the transport the point asked for, when it says one.
+  std::string transport = r.transport.empty() ? info.transport : r.transport;
+  if (r.transport.empty() && r.status != "ok") transport = p.params.get_string("transport", transport);
+  field("transport", json_escape(transport));
   const std::string nic = !r.nic_backend.empty() ? r.nic_backend : (!o.nic_backend.empty() ? o.nic_backend : info.nic_backend);
   field("nic_backend", json_escape(nic));
   field("point_id", json_escape(r.point_id.empty() ? p.point_id : r.point_id));

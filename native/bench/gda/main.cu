@@ -1,6 +1,8 @@
 // gicomm-bench-gda: mini-gda on the softnic (native/bench/README.md contract).
 //
 // Experiments (--experiment) and their point params:
+//   one_op        the pipeline's Table 3 experiment: transport (mini-gda), payload, size (8), optional
+//                 variant -> everything gda_one_op records plus rtt_ns
 //   gda_one_op    variant (Table 4 name), payload (inline|pointer)
 //                 -> issue_cycles, issue_ns, completion_ns (put + completion, one 8-byte op, one
 //                    thread, at most one outstanding), floor_issue_cycles, floor_issue_ns (the bare
@@ -301,7 +303,7 @@ order::Variant variant_of(const bench::Point& p) {
 
 std::vector<Record> one_op(const bench::Point& p, const bench::Options& o) {
   const bool inl = p.params.get_string("payload", "inline") == "inline";
-  Env& env = env_for(base_config(o, 1), 1 << 20);
+  Env& env = env_for(base_config(o, 2), 1 << 20);  // the same 2-QP session as gda_rtt
   const int iters = o.iters;
   long long *d_issue, *d_complete, *d_floor;
   OneOpOut* d_out;
@@ -472,9 +474,22 @@ std::vector<Record> msg_rate(const bench::Point& p, const bench::Options& o) {
 
 }  // namespace
 
+// The pipeline's one_op experiment (config/experiments/one_op.yaml, Table 3): issue, put+completion
+// and round trip of one 8-byte write, with the default ordering (GPU-scope fence) unless the point
+// names a variant.
+std::vector<Record> table3_one_op(const bench::Point& p, const bench::Options& o) {
+  const std::string transport = p.params.get_string("transport", "mini-gda");
+  if (transport != "mini-gda") throw PointFailure("gicomm-bench-gda measures mini-gda, not " + transport);
+  if (p.params.get_int("size", 8) != 8) throw PointFailure("gicomm-bench-gda one_op measures 8-byte writes only");
+  std::vector<Record> out = one_op(p, o);
+  for (Record& r : rtt(p, o)) out.push_back(r);
+  return out;
+}
+
 int main(int argc, char** argv) {
   bench::DriverInfo info{"gicomm-bench-gda", "mini-gda", "softnic-gpu"};
   return bench::run_driver(argc, argv, info, [](const bench::Point& p, const bench::Options& o) {
+    if (o.experiment == "one_op") return table3_one_op(p, o);
     if (o.experiment == "gda_one_op") return one_op(p, o);
     if (o.experiment == "gda_rtt") return rtt(p, o);
     if (o.experiment == "gda_msg_rate") return msg_rate(p, o);
