@@ -20,11 +20,11 @@ import yaml
 from conftest import REPO
 
 PAPER = ("h100", "h200", "b200", "gb200")
-INTEGRATED = importlib.util.find_spec("gicomm.platforms") is not None
+INTEGRATED = importlib.util.find_spec("gicomm.slurm") is not None
 needs_spine = pytest.mark.skipif(
     not INTEGRATED,
     reason="the spine does not yet take Slurm resources from the platform file "
-    "(gicomm.platforms and the rules' `resources: **platform_resources(...)`, issue 7 report)",
+    "(gicomm.slurm and the rules' `resources: **platform_resources(...)`, issue 7 report)",
 )
 
 
@@ -202,9 +202,10 @@ def sbatch_call(resources: dict[str, Any], threads: int = 1) -> str:
     ],
 )  # fmt: skip
 def test_sbatch_options_per_platform(platform: str, nodes: int, expected: list[str]):
-    from gicomm.platforms import load_platform, slurm_resources
+    from gicomm.slurm import slurm_resources
 
-    res = slurm_resources(load_platform(platform), "gpu", nodes=nodes)
+    spec = yaml.safe_load((REPO / f"config/platforms/{platform}.yaml").read_text())["platform_spec"]
+    res = slurm_resources(spec, "gpu", nodes=nodes)
     call = sbatch_call(res)
     for option in expected:
         assert option in call, (option, call)
