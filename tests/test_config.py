@@ -105,8 +105,11 @@ def test_needs_when_adds_needs_for_matching_points():
     e = load_experiment(REPO / "config/experiments/one_op.yaml")
     by_backend = {p.params["nic_backend"]: e.needs_of(p) for p in e.points()}
     assert by_backend["softnic-gpu"]["gpus"] == 2 and by_backend["softnic-gpu"]["nvlink_peers"]
-    assert by_backend["mlx5"]["rdma_nic"] is True
     assert by_backend["softnic-cpu"]["gpus"] == 1
+    engine = load_experiment(REPO / "config/experiments/engine_ceiling.yaml")
+    by_engine = {p.params["engine"]: engine.needs_of(p) for p in engine.points()}
+    assert by_engine["cpu"]["gpus"] == 0 and not by_engine["cpu"].get("cuda_build")
+    assert by_engine["gpu"]["gpus"] == 2 and by_engine["gpu"]["cuda_build"] is True
 
 
 def test_snakemake_refuses_bad_config_before_any_job(tmp_path: Path):
