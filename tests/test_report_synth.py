@@ -61,7 +61,17 @@ def _points(backend: str) -> list[tuple]:
                 ("one_op", "mini-gda", be, "rtt_ns", "ns", p, comp + extra + 2800.0),
             ]
     for enq, issue in (("tuned", 130.0), ("baseline", 2270.0)):
-        pts.append(("one_op", "mini-proxy", backend, "issue_ns", "ns", {"enqueue": enq}, issue))
+        pts.append(
+            (
+                "one_op",
+                "mini-proxy",
+                backend,
+                "issue_ns",
+                "ns",
+                {"enqueue": enq, "state": "cold"},
+                issue,
+            )
+        )
     for ordering, issue in (
         ("none", 190.0),
         ("gpu_fence", 700.0),
@@ -70,7 +80,7 @@ def _points(backend: str) -> list[tuple]:
         ("sys_fence", 2620.0),
     ):
         pts.append(
-            ("ordering", "mini-gda", backend, "issue_ns", "ns", {"ordering": ordering}, issue)
+            ("ordering", "mini-gda", backend, "issue_ns", "ns", {"variant": ordering}, issue)
         )
     for transport, shared, reserved in (
         ("mini-proxy", 2.19e6, 1.15e5),

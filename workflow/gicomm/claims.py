@@ -27,6 +27,7 @@ from gicomm import CONFIG_DIR, REPO_ROOT
 from gicomm.aggregate import REAL_NIC_BACKENDS
 from gicomm.errors import ConfigError
 from gicomm.fits import clock_fit, first_reaching, linear_slope, plateau_power_fit
+from gicomm.paper import experiment_names
 from gicomm.schema import describe, validator
 from gicomm.yamlio import load_yaml
 
@@ -81,7 +82,9 @@ class CampaignContext:
     gpus: list[str] = field(default_factory=list)
 
     def experiment_rows(self, experiment: str) -> pd.DataFrame:
-        return self.summary[self.summary["experiment"] == experiment]
+        if self.summary.empty:
+            return self.summary
+        return self.summary[self.summary["experiment"].isin(experiment_names(experiment))]
 
     def skip_reasons(self, experiment: str) -> list[str]:
         if self.records.empty:
@@ -126,13 +129,16 @@ def describe_selector(sel: dict[str, Any]) -> str:
     metrics = "|".join(map(str, _as_list(sel["metric"])))
     parts = [f"{metrics} of {'|'.join(map(str, _as_list(sel['transport'])))}"]
     parts += [f"{k}={'|'.join(map(str, _as_list(v)))}" for k, v in sel.get("params", {}).items()]
+    parts += [f"({k}={v} where swept)" for k, v in sel.get("where_swept", {}).items()]
     if sel.get("cpu_clock_state"):
         parts.append(f"cpu {sel['cpu_clock_state']}")
     return " ".join(parts)
 
 
 def selector_experiments(sel: dict[str, Any], default: str) -> list[str]:
-    return [str(e) for e in _as_list(sel.get("experiment", default))]
+    """The experiments a selector reads: its own (or the claim's) and their driver aliases."""
+    names = [str(e) for e in _as_list(sel.get("experiment", default))]
+    return list(dict.fromkeys(n for e in names for n in experiment_names(e)))
 
 
 def match_rows(ctx: CampaignContext, sel: dict[str, Any], experiment: str) -> pd.DataFrame:
@@ -148,6 +154,11 @@ def match_rows(ctx: CampaignContext, sel: dict[str, Any], experiment: str) -> pd
             return d.iloc[0:0]
         options = _as_list(value)
         d = d[d[col].map(lambda v, o=options: any(_same(v, x) for x in o))]
+    for name, value in sel.get("where_swept", {}).items():
+        col = f"param_{name}"
+        if col in d and d[col].notna().any():
+            options = _as_list(value)
+            d = d[d[col].map(lambda v, o=options: pd.isna(v) or any(_same(v, x) for x in o))]
     if sel.get("cpu_clock_state"):
         d = d[clock_states(d) == sel["cpu_clock_state"]]
     return d
@@ -177,7 +188,8 @@ def convert(value: float, unit: str, target: str) -> float:
 
 def _norm_unit(u: Any) -> str:
     u = str(u).strip()
-    return {"%": "pct", "percent": "pct", "µs": "us", "Mmsg/s ": "Mmsg/s"}.get(u, u)
+    aliases = {"%": "pct", "percent": "pct", "µs": "us", "registers": "count", "regs": "count"}
+    return aliases.get(u, u)
 
 
 def _values(rows: pd.DataFrame, sel: dict[str, Any], unit: str) -> pd.Series:

@@ -20,3 +20,16 @@ PAPER_EXPERIMENTS: dict[str, str] = {
 }
 FIGURE_IDS: tuple[str, ...] = tuple(f"fig{n:02d}" for n in range(3, 12))
 TABLE_IDS: tuple[str, ...] = tuple(f"tab{n:02d}" for n in range(3, 17) if n != 15)
+# Experiments of the drivers that measure (part of) a paper experiment under another name: the
+# paper figures, tables and claims read them too.
+EXPERIMENT_ALIASES: dict[str, tuple[str, ...]] = {
+    "one_op": ("gda_one_op", "gda_rtt", "proxy_one_op"),
+    "ordering": ("gda_one_op",),
+    "proxy_msgrate": ("proxy_msg_rate", "proxy_one_op"),
+    "gpu_msgrate": ("gda_msg_rate",),
+}
+
+
+def experiment_names(name: str) -> list[str]:
+    """A paper experiment and the driver experiments that measure it."""
+    return [name, *EXPERIMENT_ALIASES.get(name, ())]

@@ -22,6 +22,7 @@ import seaborn as sns  # noqa: E402
 
 from gicomm import CONFIG_DIR  # noqa: E402
 from gicomm.fits import clock_fit, plateau_power_fit  # noqa: E402
+from gicomm.paper import experiment_names  # noqa: E402
 from gicomm.yamlio import load_yaml  # noqa: E402
 
 PlotFn = Callable[[pd.DataFrame, dict, plt.Figure], None]
@@ -167,7 +168,7 @@ def _legend(ax: plt.Axes) -> None:
 def ylabel(ax: plt.Axes, d: pd.DataFrame, metric: str, stat: str = "p50") -> None:
     """Label the value axis with metric, statistic and unit (x for horizontal bars)."""
     unit = d["disp_unit"].iloc[0] if not d.empty else ""
-    text = f"{metric} {stat} [{unit}]"
+    text = f"{stat} [{unit}]"  # the panel's title names the metric
     if getattr(ax, "_gicomm_horizontal", False):
         ax.set_xlabel(text)
     else:
@@ -445,9 +446,11 @@ def plot_paper_figure(
     outputs: Sequence[str | Path],
 ) -> None:
     spec = PAPER_FIGURES[fig_id]
-    d = summary[summary["experiment"] == spec.experiment] if not summary.empty else summary
+    names = experiment_names(spec.experiment)
+    d = summary[summary["experiment"].isin(names)] if not summary.empty else summary
     fig = plt.figure(figsize=FIGSIZE, layout="constrained")
-    head = f"{campaign} / {spec.paper_ref}: {spec.title} ({spec.experiment})"
+    measured = sorted(set(d["experiment"])) if not d.empty else [spec.experiment]
+    head = f"{campaign} / {spec.paper_ref}: {spec.title} ({', '.join(measured)})"
     if d.empty:
         message_figure(fig, status_text(records, spec.experiment))
         fig.suptitle(head, fontsize=10)

@@ -32,6 +32,7 @@ from gicomm.tables import PAPER_TABLES, paper_table
 from gicomm.yamlio import load_yaml
 
 TEMPLATES = REPO_ROOT / "report" / "templates"
+MAX_TABLE_ROWS = 1500  # longer sweeps are cut in the page (the CSVs carry every row)
 SWEEP_COLUMNS = ["transport", "nic_backend", "cpu_clock_state", "host", "metric", "unit", "runs",
                  "p50", "p50_min", "p50_max", "p50_ci_lo", "p50_ci_hi", "p99", "p99_max",
                  "sm_clock_mhz"]  # fmt: skip
@@ -148,6 +149,10 @@ def sweep_table(summary: pd.DataFrame, name: str) -> str:
     cols = [c for c in ["transport", "nic_backend", "cpu_clock_state"] if c in d]
     cols += params + [c for c in SWEEP_COLUMNS if c in d and c not in cols]
     d = d[list(dict.fromkeys(cols))].rename(columns=lambda c: c.removeprefix("param_"))
+    if len(d) > MAX_TABLE_ROWS:
+        note = (f"<p>First {MAX_TABLE_ROWS} of {len(d)} rows; every row is in "
+                "<a href='../data/summary.csv'>summary.csv</a>.</p>")  # fmt: skip
+        return note + frame_html(d.head(MAX_TABLE_ROWS))
     return frame_html(d)
 
 
@@ -165,14 +170,29 @@ def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
     return {v: int(counts.get(v, 0)) for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE)}
 
 
-def claim_rows(claims: pd.DataFrame) -> list[dict[str, Any]]:
+def paper_text(value: float, unit: str, platform: str) -> str:
+    """The paper's value as the claims table shows it: 7.59x, 0.7 us, increasing order."""
+    if unit == "ordering":
+        return f"increasing in the listed order ({platform})"
+    if unit == "ratio":
+        return f"{value:.3g}x ({platform})"
+    return f"{value:g} {unit} ({platform})"
+
+
+VERDICT_ORDER = {REPRODUCED: 0, NOT_REPRODUCED: 1, NOT_MEASURABLE: 2}
+
+
+def claim_rows(claims: pd.DataFrame, by_verdict: bool = False) -> list[dict[str, Any]]:
+    """Rows for the claims table, in the paper's order (decided claims first if by_verdict)."""
     if claims.empty:
         return []
     rows = []
     for r in claims.astype(object).where(claims.notna(), "").to_dict("records"):
-        r["paper_text"] = f"{r['paper_value']:g} {r['paper_unit']} ({r['paper_platform']})"
+        r["paper_text"] = paper_text(float(r["paper_value"]), r["paper_unit"], r["paper_platform"])
         r["css"] = str(r["verdict"]).replace(" ", "-")
         rows.append(r)
+    if by_verdict:
+        rows.sort(key=lambda r: VERDICT_ORDER.get(r["verdict"], 3))
     return rows
 
 
@@ -266,7 +286,7 @@ def render_campaign_report(r: CampaignReport) -> None:
         experiments=statuses,
         current=r.current,
         n_records=len(df),
-        claims=claim_rows(claims),
+        claims=claim_rows(claims, by_verdict=True),
         counts=verdict_counts(claims),
         figures=list(PAPER_FIGURES.values()),
         tables=list(tables.values()),
@@ -313,8 +333,8 @@ def render_combined_report(
                 }  # fmt: skip
             matrix.append({
                 "id": cid, "claim": first["claim"], "paper_ref": first["paper_ref"],
-                "paper_text": f"{first['paper_value']:g} {first['paper_unit']} "
-                              f"({first['paper_platform']})",
+                "paper_text": paper_text(float(first["paper_value"]), first["paper_unit"],
+                                         first["paper_platform"]),
                 "cells": cells,
             })  # fmt: skip
     summaries = [s for s in (_read(p) for p in summary_files) if not s.empty]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from gicomm.claims import PAPER_DIR
+from gicomm.paper import experiment_names
 from gicomm.plots import display
 
 
@@ -69,7 +70,8 @@ def measured_table(summary: pd.DataFrame, spec: PaperTable, fits: pd.DataFrame) 
     """This campaign's numbers in the shape of the paper table (empty when not measured)."""
     if spec.tab_id == "tab06":
         return fit_table(fits)
-    d = summary[summary["experiment"] == spec.experiment] if not summary.empty else summary
+    names = experiment_names(spec.experiment)
+    d = summary[summary["experiment"].isin(names)] if not summary.empty else summary
     if spec.metrics:
         d = d[d["metric"].isin(spec.metrics)]
     if d.empty:
@@ -81,7 +83,7 @@ def measured_table(summary: pd.DataFrame, spec: PaperTable, fits: pd.DataFrame) 
         p99 = d[d["value_p99"].notna()].copy()
         p99["column"] = p99["metric"].str.removesuffix("_ns") + " p99 [" + p99["disp_unit"] + "]"
         frames.append(p99[["column", "value_p99"]].rename(columns={"value_p99": "value"}))
-    index = ["transport", "nic_backend"]
+    index = ["experiment", "transport", "nic_backend"]
     if d["cpu_clock_state"].notna().any() and (d["cpu_clock_state"].astype(str) != "").any():
         index.append("cpu_clock_state")
     index += [c for c in d.columns if c.startswith("param_") and d[c].notna().any()]
