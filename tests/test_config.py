@@ -152,3 +152,10 @@ def test_sweep_of_blocks_joins_products_and_reduced_overrides_each_block(tmp_pat
     ]
     assert len(e.points("reduced")) == 3
     assert e.swept == ["transport", "nic_backend", "payload", "size"]
+
+
+def test_cuda_build_modes():
+    from gicomm.build import want_cuda
+
+    assert want_cuda("auto", 2) and not want_cuda("auto", 0)
+    assert want_cuda("on", 0) and not want_cuda("off", 8)

@@ -7,6 +7,15 @@ import sys
 from pathlib import Path
 
 
+def want_cuda(mode: str, gpus_here: int) -> bool:
+    """on: CUDA targets whenever nvcc is found (CMake decides); off: never; auto: only where a GPU
+    could run them (this host has one), so CPU-only hosts skip minutes of nvcc for code they cannot
+    run (`make test` still compiles every CUDA target through ctest)."""
+    if mode == "auto":
+        return gpus_here > 0
+    return mode == "on"
+
+
 def build_native(
     source: Path, build_dir: Path, with_cuda: bool, cuda_archs: str, build_type: str, jobs: int
 ) -> None:
