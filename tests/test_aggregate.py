@@ -142,3 +142,14 @@ def test_summary_tolerates_absent_optional_columns():
     df = tidy_frame(_runs([1.0, 2.0, 3.0])).drop(columns=["cpu_clock_mhz"])
     assert summarize_runs(df).iloc[0]["p50"] == 2.0
     assert isinstance(summarize_runs(pd.DataFrame()), pd.DataFrame)
+
+
+def test_observed_params_do_not_split_a_point_across_runs():
+    recs = [
+        make_record(run_index=i, params={"batch": 16, "mean_chain": 15.0 + i, "worker_cpus": "0"},
+                    stats={"n": 10, "p50": 10.0 + i})
+        for i in range(3)
+    ]  # fmt: skip
+    s = summarize_runs(tidy_frame(recs))
+    assert len(s) == 1 and s.iloc[0]["runs"] == 3
+    assert s.iloc[0]["param_mean_chain"] == 16.0  # kept, as the median over runs

@@ -51,8 +51,24 @@ BOOTSTRAP_RESAMPLES = 2000
 REAL_NIC_BACKENDS = ("mlx5", "verbs")
 
 
+# Parameters a driver echoes back with what it observed (worker cores, clock readings, mean chain
+# length, the goodput reference): they describe a run, they do not name a sweep point.
+OBSERVED_PARAMS = ("mean_chain", "worker_cpus", "cpu_clock_source", "link_ref", "msgs_total")
+OBSERVED_PREFIXES = ("cpu_mhz", "observed_")
+
+
+def is_observed(column: str) -> bool:
+    name = column.removeprefix("param_")
+    return name in OBSERVED_PARAMS or name.startswith(OBSERVED_PREFIXES)
+
+
 def param_columns(df: pd.DataFrame) -> list[str]:
-    return sorted(c for c in df.columns if c.startswith("param_"))
+    """The sweep parameters (param_ columns), observed values excluded."""
+    return sorted(c for c in df.columns if c.startswith("param_") and not is_observed(c))
+
+
+def observed_columns(df: pd.DataFrame) -> list[str]:
+    return sorted(c for c in df.columns if c.startswith("param_") and is_observed(c))
 
 
 def ok_records(df: pd.DataFrame) -> pd.DataFrame:
@@ -103,8 +119,9 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
     """One row per point and metric with the spread over independent process runs."""
     ok = ok_records(df)
     keys = _group_keys(df)
+    observed = observed_columns(df)
     if ok.empty:
-        return pd.DataFrame(columns=keys + SUMMARY_STATS)
+        return pd.DataFrame(columns=keys + SUMMARY_STATS + observed)
     ok = _stringify_keys(ok, keys)
     rows = []
     for key, g in ok.groupby(keys, sort=True, dropna=False):
@@ -134,11 +151,21 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
                 "sm_clock_max_mhz": float(clocks.max()) if clocks.notna().any() else np.nan,
                 "cpu_clock_mhz": float(cpu.median()) if cpu.notna().any() else np.nan,
             }
+            | {c: _observed_value(g[c]) for c in observed}
         )
-    out = pd.DataFrame(rows, columns=keys + SUMMARY_STATS)
+    out = pd.DataFrame(rows, columns=keys + SUMMARY_STATS + observed)
     for c in param_columns(out):
         out[c] = _restore_numeric(out[c])
     return out
+
+
+def _observed_value(s: pd.Series) -> object:
+    """An observed parameter over the runs of a point: its median, or its distinct values."""
+    num = pd.to_numeric(s, errors="coerce")
+    if num.notna().any() and num.notna().sum() == s.notna().sum():
+        return float(num.median())
+    values = sorted({str(v) for v in s.dropna()})
+    return " | ".join(values) if values else np.nan
 
 
 def _numeric(g: pd.DataFrame, column: str) -> pd.Series:

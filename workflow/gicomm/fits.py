@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from gicomm.aggregate import param_columns
+
 MIN_CLOCKS = 3  # distinct SM clocks needed before a clock fit means anything
 
 
@@ -149,7 +151,7 @@ def clock_fits(summary: pd.DataFrame) -> pd.DataFrame:
     if summary.empty:
         return pd.DataFrame(columns=out_cols)
     clock_params = {"param_sm_clock_mhz", "param_sm_clock", "param_clock_mhz", "param_clock"}
-    others = [c for c in summary.columns if c.startswith("param_") and c not in clock_params]
+    others = [c for c in param_columns(summary) if c not in clock_params]
     d = summary.copy()
     d[others] = d[others].astype(str)
     rows = []

@@ -8,6 +8,7 @@ Values are medians over independent process runs; bands and whiskers span min..m
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from gicomm import CONFIG_DIR  # noqa: E402
+from gicomm.aggregate import param_columns  # noqa: E402
 from gicomm.fits import clock_fit, plateau_power_fit  # noqa: E402
 from gicomm.paper import experiment_names  # noqa: E402
 from gicomm.yamlio import load_yaml  # noqa: E402
@@ -87,13 +89,11 @@ SHADOW_PARAMS = ("param_transport", "param_nic_backend")  # drivers may echo ids
 
 
 def varying_params(d: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
+    """Swept parameters that vary in `d` (ids echoed as params and observed values excluded)."""
     return [
         c
-        for c in d.columns
-        if c.startswith("param_")
-        and c not in exclude
-        and c not in SHADOW_PARAMS
-        and d[c].nunique(dropna=True) > 1
+        for c in param_columns(d)
+        if c not in exclude and c not in SHADOW_PARAMS and d[c].nunique(dropna=True) > 1
     ]
 
 
@@ -102,7 +102,8 @@ def series_labels(d: pd.DataFrame, exclude: Sequence[str] = ()) -> pd.Series:
     cols = ["transport"]
     if d["nic_backend"].nunique() > 1:
         cols.append("nic_backend")
-    if "cpu_clock_state" in d and d["cpu_clock_state"].nunique() > 1:
+    states = "cpu_clock_state" in d and d["cpu_clock_state"].nunique() > 1
+    if states and "param_state" not in d:  # the proxy driver's state param says the same
         cols.append("cpu_clock_state")
     cols += varying_params(d, exclude)
     if "host" in d and d["host"].nunique() > 1:
@@ -115,6 +116,8 @@ def series_labels(d: pd.DataFrame, exclude: Sequence[str] = ()) -> pd.Series:
             if pd.isna(v):
                 continue
             name = c.removeprefix("param_")
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
             parts.append(str(v) if c in ("transport", "nic_backend", "host") else f"{name}={v}")
         return " ".join(parts)
 
@@ -147,7 +150,8 @@ def bars(ax: plt.Axes, d: pd.DataFrame, category: str | None = None) -> None:
     """p50 per configuration (transport and varying parameters, or `category`), one hue per NIC
     backend; whiskers span min..max over runs (the median of lo/p50/hi is the p50 itself)."""
     d = d.copy()
-    d["config"] = d[category].astype(str) if category else series_labels(d.assign(nic_backend=""))
+    labels = d[category].astype(str) if category else series_labels(d.assign(nic_backend=""))
+    d["config"] = labels.map(lambda t: textwrap.fill(t, 28))
     long = d.melt(
         id_vars=["config", "nic_backend"], value_vars=["lo", "value", "hi"], value_name="y"
     )
@@ -200,9 +204,10 @@ def focus(
     for col in varying_params(d, exclude=free):
         if series_labels(d, exclude=[x] if x else []).nunique() <= max_series:
             break
-        values = sorted(d[col].dropna().unique(), key=_sort_key)
-        d = d[d[col] == values[0]]
-        fixed.append(f"{col.removeprefix('param_')}={values[0]}")
+        counts = d[col].dropna().value_counts()  # keep the value with the most points
+        value = sorted(counts.index, key=lambda v: (-counts[v], _sort_key(v)))[0]
+        d = d[d[col] == value]
+        fixed.append(f"{col.removeprefix('param_')}={value}")
     return d, ("others fixed at " + ", ".join(fixed)) if fixed else ""
 
 
@@ -303,8 +308,8 @@ def fig06_loaded_rtt(d: pd.DataFrame, fig: plt.Figure) -> None:
 
 def fig07_proxy_msgrate(d: pd.DataFrame, fig: plt.Figure) -> None:
     """Proxy message rate against batch per post, per worker count, cold and warm cores."""
-    metric_panels(fig, d, ["msg_rate", "rtt_ns", "completion_ns", "issue_ns"],
-                  ["batch", "workers"], logx=True, keep=["workers", "state"])  # fmt: skip
+    metric_panels(fig, d, ["msg_rate"], ["batch"], logx=True, keep=["workers", "state"],
+                  only=True)  # fmt: skip
 
 
 GOODPUT_METRICS = ["goodput_gbps", "goodput"]
@@ -356,8 +361,8 @@ def fig09_kernel_cost(d: pd.DataFrame, fig: plt.Figure) -> None:
         dm = dm.assign(transport=dm["transport"] + " " + dm["metric_name"])
         bars(ax, dm)
         ylabel(ax, dm, "registers")
-        ax.set_title("registers per thread" + (f" (live={dm[live].min()})" if live else ""),
-                     fontsize=10)  # fmt: skip
+        title = f" (live={dm[live].min():g})" if live else ""
+        ax.set_title("registers per thread" + title, fontsize=10)
 
 
 def fig10_connection_scaling(d: pd.DataFrame, fig: plt.Figure) -> None:
