@@ -10,8 +10,8 @@
 #   2. munge: creates /etc/munge/munge.key when missing, starts munged as the munge user.
 #   3. mariadb: starts mariadbd, creates the database slurm_acct_db and its user for slurmdbd
 #      (the Slurm executor plugin reads job states through sacct, which needs real accounting).
-#   4. writes /etc/slurm/slurm.conf (this host's short hostname, CPUs from nproc, memory from
-#      /proc/meminfo) and /etc/slurm/slurmdbd.conf; restarts a daemon only when its config changed.
+#   4. writes /etc/slurm/slurm.conf (this host's short hostname at 127.0.0.1, so no DNS is needed;
+#      CPUs from nproc, memory from /proc/meminfo) and /etc/slurm/slurmdbd.conf; restarts a daemon only when its config changed.
 #   5. starts slurmdbd, registers the cluster, starts slurmctld and slurmd, waits until sinfo shows
 #      the node idle, then creates the account "gicomm" with root (and $SUDO_USER) as members.
 #
@@ -134,7 +134,7 @@ slurm_conf_changed=0
 write_if_changed "$CONF_DIR/slurm.conf" 0644 <<CONF && slurm_conf_changed=1
 # Written by gicomm tests/slurm/setup.sh: a one-node test cluster. Do not edit by hand.
 ClusterName=${CLUSTER}
-SlurmctldHost=${HOST}
+SlurmctldHost=${HOST}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -168,7 +168,7 @@ InactiveLimit=0
 Waittime=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
-NodeName=${HOST} CPUs=${CPUS} RealMemory=${MEM_MB} State=UNKNOWN
+NodeName=${HOST} NodeAddr=127.0.0.1 CPUs=${CPUS} RealMemory=${MEM_MB} State=UNKNOWN
 PartitionName=${PARTITION} Nodes=${HOST} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
 
