@@ -96,7 +96,7 @@ if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
   log "starting munged"
   runuser -u munge -- /usr/sbin/munged --force
   wait_for munged 10 sh -c 'munge -n | unmunge'
-  pgrep -u munge -x munged >"$STATE_DIR/munged.pid" || true
+  cp /run/munge/munged.pid "$STATE_DIR/munged.pid" 2>/dev/null || true
 fi
 
 # ---------------------------------------------------------------- 3. mariadb
