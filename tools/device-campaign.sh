@@ -21,12 +21,17 @@ nvidia-smi -q -d CLOCK > "$out/clocks-before.txt" 2>&1 || true
 nvidia-smi topo -m > "$out/topology.txt" 2>&1 || true
 start=$(date +%s)
 set +e
-python3 -m snakemake --profile profiles/local --configfile "$cfg" --cores all \
+# DEADLINE_S stops the campaign (SIGINT: running jobs are killed, finished points stay in
+# results/<campaign>/partial/) early enough to pack; rerun with results/<campaign> carried back and
+# only the missing points are measured.
+timeout --signal=INT --kill-after=30 "${DEADLINE_S:-86400}" \
+  python3 -m snakemake --profile profiles/local --configfile "$cfg" --cores all \
   --resources gpu_jobs=1 "$@" 2>&1 | tee "$out/snakemake.log"
 status=${PIPESTATUS[0]}
 set -e
 echo "campaign $campaign: snakemake exit $status after $(( $(date +%s) - start )) s" | tee -a "$out/snakemake.log"
 nvidia-smi -q -d CLOCK > "$out/clocks-after.txt" 2>&1 || true
-tar -czf "$out/$campaign.tar.gz" -C results "$campaign/hosts" "$campaign/raw" "$campaign/logs" \
-  $( [ -d "results/$campaign/tidy" ] && echo "$campaign/tidy" )
+kept=()
+for d in hosts raw partial logs tidy; do [ -d "results/$campaign/$d" ] && kept+=("$campaign/$d"); done
+tar -czf "$out/$campaign.tar.gz" -C results "${kept[@]}"
 exit "$status"
