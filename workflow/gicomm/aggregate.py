@@ -107,8 +107,13 @@ def _stringify_keys(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out
 
 
+def as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """Every cell as text ('' for missing, 8 for 8.0): keys that never drop or split a row."""
+    return df.apply(lambda col: col.map(_key_str))
+
+
 def _key_str(v: object) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return ""
     if isinstance(v, float) and v.is_integer():
         return str(int(v))

@@ -24,6 +24,7 @@ import jinja2
 import pandas as pd
 
 from gicomm import CONFIG_DIR, REPO_ROOT
+from gicomm.aggregate import as_text, param_columns
 from gicomm.claims import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED
 from gicomm.fsutil import write_atomic
 from gicomm.paper import PAPER_EXPERIMENTS
@@ -301,6 +302,23 @@ def _relative(target: Path, start: Path) -> str:
     return os.path.relpath(Path(target).resolve(), Path(start).resolve())
 
 
+def backend_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Every point measured on more than one platform or NIC backend (in any campaigns): its p50
+    per platform and backend side by side, e.g. softnic-gpu against mlx5, H200 against B200."""
+    if summary.empty:
+        return pd.DataFrame()
+    d = summary.copy()
+    d["where"] = d["platform"].astype(str) + " " + d["nic_backend"].astype(str)
+    echoes = ("param_transport", "param_nic_backend", "param_backend")  # the ids, echoed
+    params = [c for c in param_columns(d) if c not in echoes and d[c].notna().any()]
+    keys = ["experiment", "transport", "metric", "unit", *params]
+    d[keys] = as_text(d[keys])
+    wide = d.pivot_table(index=keys, columns="where", values="p50", aggfunc="median")
+    wide = wide[wide.notna().sum(axis=1) >= 2].reset_index()
+    wide = wide.loc[:, (wide != "").any(axis=0)]
+    return wide.rename(columns=lambda c: str(c).removeprefix("param_"))
+
+
 def render_combined_report(
     campaigns: list[str],
     claims_files: list[Path],
@@ -340,6 +358,8 @@ def render_combined_report(
     summaries = [s for s in (_read(p) for p in summary_files) if not s.empty]
     summary = pd.concat(summaries, ignore_index=True) if summaries else pd.DataFrame()
     summary.to_csv(out / "summary.csv", index=False)
+    backends = backend_table(summary)
+    backends.to_csv(out / "backends.csv", index=False)
     platforms = (
         summary.groupby("campaign")
         .agg(platform=("platform", lambda s: ", ".join(sorted(set(map(str, s))))),
@@ -355,5 +375,7 @@ def render_combined_report(
         ],
         matrix=matrix,
         figures=[f"figures/{p.name}" for p in comparison_figures if p.suffix == ".png"],
+        backends=frame_html(backends.head(MAX_TABLE_ROWS), "No point was measured on two NIC "
+                            "backends (or platforms) yet."),
     )  # fmt: skip
     write_atomic(index, page)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gicomm.aggregate import as_text, param_columns
 from gicomm.claims import PAPER_DIR
 from gicomm.paper import experiment_names
 from gicomm.plots import display
@@ -86,9 +87,9 @@ def measured_table(summary: pd.DataFrame, spec: PaperTable, fits: pd.DataFrame) 
     index = ["experiment", "transport", "nic_backend"]
     if d["cpu_clock_state"].notna().any() and (d["cpu_clock_state"].astype(str) != "").any():
         index.append("cpu_clock_state")
-    index += [c for c in d.columns if c.startswith("param_") and d[c].notna().any()]
+    index += [c for c in param_columns(d) if d[c].notna().any()]
     long = pd.concat([d[index].join(f) for f in frames], ignore_index=True)
-    long[index] = long[index].astype(str).replace({"nan": ""})
+    long[index] = as_text(long[index])
     table = long.pivot_table(index=index, columns="column", values="value", aggfunc="median")
     table = table.reset_index()
     table.columns = [str(c).removeprefix("param_") for c in table.columns]
