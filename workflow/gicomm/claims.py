@@ -260,7 +260,9 @@ def _compare(measured: float, check: dict[str, Any], paper: float) -> bool:
 
 
 def _fmt(v: float, unit: str) -> str:
-    return f"{v:.3g} {unit}" if math.isfinite(v) else "n/a"
+    if not math.isfinite(v):
+        return "n/a"
+    return f"{v:.3g}x" if unit == "ratio" else f"{v:.3g} {unit}"
 
 
 def evaluate_check(ctx: CampaignContext, claim: dict[str, Any]) -> Evaluation:
@@ -275,14 +277,14 @@ def evaluate_check(ctx: CampaignContext, claim: dict[str, Any]) -> Evaluation:
         a, _ = _point_value(rows[0], check["numerator"], src)
         b, _ = _point_value(rows[1], check["denominator"], src)
         v = a / b if kind == "ratio" else a - b
-        text = f"{_fmt(v, unit)} ({a:.3g} vs {b:.3g} {src})"
+        text = f"{_fmt(v, unit)} ({a:.4g} vs {b:.4g} {src})"
         return Evaluation(v, text, _compare(v, check, paper), backend)
     if kind == "ordering":
         src = _ratio_unit(rows)
         vals = [_point_value(rows[i], s, src)[0] for i, s in enumerate(check["sequence"])]
         tol = check.get("tolerance", 0.0)
         ok = all(b >= a * (1.0 - tol) for a, b in zip(vals, vals[1:], strict=False))
-        text = " < ".join(f"{v:.3g}" for v in vals) + f" {src}"
+        text = ", ".join(f"{v:.4g}" for v in vals) + f" {src}"
         return Evaluation(1.0 if ok else 0.0, text, ok, backend)
     return _evaluate_fit(check, rows[0], paper, backend)
 
