@@ -109,3 +109,14 @@ def test_snakemake_builds_an_archived_campaign_report_and_the_snakemake_report(r
     names = zipfile.ZipFile(zipped).namelist()
     assert any(n.endswith("fig05.png") for n in names), names[:20]
     assert any(n.endswith("claims.csv") for n in names)
+
+
+def test_a_paper_experiment_measured_under_a_driver_name_says_so():
+    import pandas as pd
+
+    from gicomm.report import experiment_status
+
+    df = pd.DataFrame({"experiment": ["gda_one_op"], "status": ["ok"], "error": [None]})
+    s = experiment_status("one_op", df, current=False)
+    assert s.status == "measured as gda_one_op"
+    assert experiment_status("goodput", df, current=False).status == "not in this campaign"

@@ -27,7 +27,7 @@ from gicomm import CONFIG_DIR, REPO_ROOT
 from gicomm.aggregate import as_text, param_columns
 from gicomm.claims import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED
 from gicomm.fsutil import write_atomic
-from gicomm.paper import PAPER_EXPERIMENTS
+from gicomm.paper import EXPERIMENT_ALIASES, PAPER_EXPERIMENTS
 from gicomm.plots import PAPER_FIGURES
 from gicomm.tables import PAPER_TABLES, paper_table
 from gicomm.yamlio import load_yaml
@@ -80,6 +80,10 @@ def experiment_status(name: str, df: pd.DataFrame, current: bool) -> ExperimentS
         status, detail = "not runnable here", reasons
     else:
         status, detail = "not in this campaign", "no records: not configured or not run"
+    aliases = [e for e in EXPERIMENT_ALIASES.get(name, ()) if (df["experiment"] == e).any()]
+    if aliases and not counts.get("ok"):
+        status = "measured as " + ", ".join(aliases)
+        detail = "its figures, tables and claims read these experiments' records"
     return ExperimentStatus(name, meta["title"], meta.get("paper_ref", ""), status, detail, counts)
 
 
