@@ -21,6 +21,16 @@ import pandas as pd
 from gicomm.aggregate import param_columns
 
 MIN_CLOCKS = 3  # distinct SM clocks needed before a clock fit means anything
+# Names a driver may give the locked SM clock it swept (the fit uses the measured clock itself).
+CLOCK_PARAMS = (
+    "sm_clock_mhz",
+    "sm_clock",
+    "clock_mhz",
+    "clock",
+    "lock_mhz",
+    "locked_mhz",
+    "sm_mhz",
+)
 
 
 @dataclass(frozen=True)
@@ -150,7 +160,7 @@ def clock_fits(summary: pd.DataFrame) -> pd.DataFrame:
     out_cols = [*cols, "series", *ClockFit.__dataclass_fields__]
     if summary.empty:
         return pd.DataFrame(columns=out_cols)
-    clock_params = {"param_sm_clock_mhz", "param_sm_clock", "param_clock_mhz", "param_clock"}
+    clock_params = {f"param_{n}" for n in CLOCK_PARAMS}
     others = [c for c in param_columns(summary) if c not in clock_params]
     d = summary.copy()
     d[others] = d[others].astype(str)

@@ -23,7 +23,7 @@ import seaborn as sns  # noqa: E402
 
 from gicomm import CONFIG_DIR  # noqa: E402
 from gicomm.aggregate import param_columns  # noqa: E402
-from gicomm.fits import clock_fit, plateau_power_fit  # noqa: E402
+from gicomm.fits import CLOCK_PARAMS, clock_fit, plateau_power_fit  # noqa: E402
 from gicomm.paper import experiment_names  # noqa: E402
 from gicomm.yamlio import load_yaml  # noqa: E402
 
@@ -279,7 +279,7 @@ def fig05_sm_clock(d: pd.DataFrame, fig: plt.Figure) -> None:
     axes = panel_grid(fig, len(metrics))
     for ax, metric in zip(axes, metrics, strict=True):
         dm = display(d[d["metric"] == metric])
-        dm["series"] = series_labels(dm, exclude=["param_sm_clock_mhz", "param_sm_clock"])
+        dm["series"] = series_labels(dm, exclude=[f"param_{n}" for n in CLOCK_PARAMS])
         dm["inv_f"] = 1000.0 / dm["sm_clock_mhz"]  # 1/GHz
         sns.scatterplot(data=dm, x="inv_f", y="value", hue="series", ax=ax)
         for s, g in dm.groupby("series"):
