@@ -99,3 +99,15 @@ def test_beside_measured_predicts_at_record_points():
     assert set(out.index) == {"p1", "p16", "o"}
     assert out.loc["p16", "predicted"] == pytest.approx(4.70, rel=1e-3)
     assert out.loc["o", "predicted"] == pytest.approx(4030.0)
+
+
+def test_clock_state_of_a_row_never_reads_nan_as_a_state():
+    import math
+
+    import pandas as pd
+
+    from gicomm.model.predict import _clock_state
+
+    assert _clock_state(pd.Series({"cpu_clock_state": math.nan, "param_state": "warm"})) == "warm"
+    assert _clock_state(pd.Series({"cpu_clock_state": "cold", "param_state": "warm"})) == "cold"
+    assert _clock_state(pd.Series({"cpu_clock_state": math.nan})) == "cold"

@@ -274,8 +274,7 @@ def _predict_row(p: ModelParams, row: pd.Series, path: str) -> float | None:
             mode = str(_coord(row, "mode") or "reserved")
             mode = "shared" if mode.startswith("shar") else "reserved"
             return S.loaded_rtt(p, path, mode, bg_ctas=int(bg), probes=12).rtt_p50_us * 1e3
-        state = str(row.get("cpu_clock_state") or "cold")
-        one = S.single_op(p, path, state=state if state in ("cold", "warm") else "cold")
+        one = S.single_op(p, path, state=_clock_state(row))
         return {"issue_ns": one.issue_us, "completion_ns": one.completion_us, "rtt_ns": one.rtt_us}[
             metric
         ] * 1e3
@@ -285,10 +284,20 @@ def _predict_row(p: ModelParams, row: pd.Series, path: str) -> float | None:
             return S.connection_scaling(p, int(conns)).rate_mmsg
         b = int(_coord(row, "batch") or 1)
         if path == "mini-proxy":
-            return S.proxy_rate(p, batch=b, state=str(row.get("cpu_clock_state") or "cold"))
+            return S.proxy_rate(p, batch=b, state=_clock_state(row))
         t, q = int(_coord(row, "threads") or 1), int(_coord(row, "qps") or 1)
         return S.message_rate(p, path, threads=t, qps=q, batch=b, msgs=max(50_000, 32 * t))
     return None
+
+
+def _clock_state(row: pd.Series) -> str:
+    """The proxy workers' clock state of a measured row: the record's cpu_clock_state, else the
+    swept `state` parameter, else cold (an empty CSV cell reads as NaN, never as a state)."""
+    for key in ("cpu_clock_state", "param_state"):
+        value = row.get(key)
+        if isinstance(value, str) and value in ("cold", "warm"):
+            return value
+    return "cold"
 
 
 def beside_measured(p: ModelParams, tidy: pd.DataFrame, max_points: int = 400) -> pd.DataFrame:
