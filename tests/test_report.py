@@ -120,3 +120,37 @@ def test_a_paper_experiment_measured_under_a_driver_name_says_so():
     s = experiment_status("one_op", df, current=False)
     assert s.status == "measured as gda_one_op"
     assert experiment_status("goodput", df, current=False).status == "not in this campaign"
+
+
+def test_a_campaign_with_no_records_still_gets_every_page(tmp_path: Path):
+    import pandas as pd
+
+    from gicomm.aggregate import summarize_runs, transport_ratios
+    from gicomm.claims import check_claims
+    from gicomm.fits import clock_fits
+    from gicomm.plots import plot_paper_figure
+    from gicomm.report import CampaignReport, render_campaign_report
+    from gicomm.tables import write_tables
+    from gicomm.tidy import tidy_frame
+
+    records = tidy_frame([])
+    summary = summarize_runs(records)
+    d = tmp_path / "data"
+    d.mkdir()
+    tables = {"records": records, "summary": summary, "ratios": transport_ratios(records),
+              "fits": clock_fits(summary), "claims": check_claims(summary, records, [])}  # fmt: skip
+    for name, frame in tables.items():
+        frame.to_csv(d / f"{name}.csv", index=False)
+    assert set(tables["claims"]["verdict"]) == {"not measurable here"}
+    out = tmp_path / "report"
+    write_tables(pd.read_csv(d / "summary.csv"), pd.read_csv(d / "fits.csv"), out / "tables")
+    plot_paper_figure(pd.read_csv(d / "summary.csv"), pd.read_csv(d / "records.csv"), "empty",
+                      "fig05", [out / "figures/paper/fig05.png"])  # fmt: skip
+    render_campaign_report(
+        CampaignReport("empty", d / "records.csv", d / "summary.csv", d / "claims.csv",
+                       d / "fits.csv", d / "ratios.csv", out / "tables", [],
+                       out / "index.html", current=True)
+    )  # fmt: skip
+    assert "0 reproduced" in (out / "index.html").read_text()
+    for name in PAPER_EXPERIMENTS:
+        assert "not in this campaign" in (out / "experiments" / f"{name}.html").read_text()
