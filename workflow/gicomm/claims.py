@@ -469,8 +469,9 @@ def percent_number(text: str) -> float:
 
 
 def derive_paper_value(paper: dict[str, Any], paper_dir: Path = PAPER_DIR) -> float:
-    if paper["derive"] == "percent":
-        return percent_number(paper_cell(paper["source"][0], paper_dir))
+    if paper["derive"] in ("percent", "fraction"):
+        pct = percent_number(paper_cell(paper["source"][0], paper_dir))
+        return pct if paper["derive"] == "percent" else pct / 100.0
     cells = [leading_number(paper_cell(c, paper_dir)) for c in paper["source"]]
     how = paper["derive"]
     if how == "cell":
