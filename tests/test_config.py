@@ -23,8 +23,8 @@ def default_config() -> dict:
 def test_default_config_loads_with_every_experiment():
     c = load_campaign(default_config())
     assert c.name == "local" and c.platform == "local"
-    on_disk = sorted(p.stem for p in (REPO / "config" / "experiments").glob("*.yaml"))
-    assert sorted(c.experiments) == on_disk
+    on_disk = [load_experiment(p) for p in (REPO / "config" / "experiments").glob("*.yaml")]
+    assert sorted(c.experiments) == sorted(e.name for e in on_disk if not e.opt_in)
     assert c.native["cuda_archs"] == "90;100"
     assert c.timeouts["wait_ms"] == 2000
 
@@ -159,3 +159,16 @@ def test_cuda_build_modes():
 
     assert want_cuda("auto", 2) and not want_cuda("auto", 0)
     assert want_cuda("on", 0) and not want_cuda("off", 8)
+
+
+def test_opt_in_experiments_run_only_when_named(tmp_path: Path):
+    import shutil
+
+    cfg_dir = tmp_path / "config"
+    shutil.copytree(REPO / "config", cfg_dir)
+    src = yaml.safe_load((cfg_dir / "experiments/one_op.yaml").read_text())
+    src.update(name="long_soak", opt_in=True)
+    (cfg_dir / "experiments/long_soak.yaml").write_text(yaml.safe_dump(src))
+    assert "long_soak" not in load_campaign(default_config(), config_dir=cfg_dir).experiments
+    named = {**default_config(), "experiments": ["long_soak"]}
+    assert list(load_campaign(named, config_dir=cfg_dir).experiments) == ["long_soak"]

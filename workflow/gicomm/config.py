@@ -116,6 +116,8 @@ def load_campaign(
             f"allowed: all, {', '.join(known)}"
         )
     experiments = {n: load_experiment(config_dir / "experiments" / f"{n}.yaml") for n in names}
+    if cfg["experiments"] == "all":  # opt-in experiments run only when named
+        experiments = {n: e for n, e in experiments.items() if not e.opt_in}
 
     archived_all = archived_campaigns(archive_dir)
     archived = archived_all if cfg["report"]["archived"] == "all" else cfg["report"]["archived"]

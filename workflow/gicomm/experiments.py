@@ -37,6 +37,7 @@ class Experiment:
     driver: str
     needs: dict[str, Any]
     needs_when: tuple[tuple[dict[str, Any], dict[str, Any]], ...]
+    opt_in: bool
     repetitions: int
     warmup: int
     iters: int
@@ -143,6 +144,7 @@ def load_experiment(path: str | Path) -> Experiment:
         driver=data["driver"],
         needs=needs,
         needs_when=tuple((w["when"], w["needs"]) for w in data.get("needs_when", [])),
+        opt_in=data["opt_in"],
         repetitions=data["repetitions"],
         warmup=data["warmup"],
         iters=data["iters"],
