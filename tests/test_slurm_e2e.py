@@ -11,8 +11,9 @@ The tidy tables must be equal, after dropping the fields that legitimately diffe
   summary.csv:  p50, p50_min, p50_max, p99, sm_clock_mhz: the same measured values, aggregated.
 
 The Slurm run goes all the way to the report; the local reference stops at the tidy tables (the
-local profile's full run is tests/test_pipeline.py's). Everything else must match row for row: which points ran, each point's status and reason, units,
-sample counts, run indices, and the provenance id (the same host probed inside a Slurm job).
+local profile's full run is tests/test_pipeline.py's). Everything else must match row for row: which
+points ran, each point's status and reason, units, sample counts, run indices, and the provenance id
+(the same host probed inside a Slurm job). Points measured for real (status ok) must be among them.
 
 Runs when we are root (CI) or GICOMM_SLURM_TESTS=1 with a cluster already up; skips, saying why,
 only when neither holds. Status-check intervals are shortened on the command line for the test (the
@@ -22,26 +23,30 @@ profile's own values are meant for real clusters).
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO
 
 SETUP = REPO / "tests" / "slurm" / "setup.sh"
-# The default campaign (config/config.yaml: every experiment, this machine) with its reduced sweeps,
-# one independent run per point, a host-only native build, and no archived campaigns beside it (they
+# The CPU-runnable part of the default campaign (config/config.yaml): its experiments with a point
+# that needs no GPU, NIC, CUDA build, second node or clock locking, with their reduced sweeps, one
+# independent run per point, a host-only native build, and no archived campaigns beside it (those
 # are not run, only reported).
 E2E_CONFIG = """\
 campaign: e2e
 sweep: reduced
 runs: 1
-native: {cuda: 'off', build_jobs: 2}
-report: {archived: []}
+native: {{cuda: 'off', build_jobs: 2}}
+report: {{archived: []}}
+experiments: {experiments}
 """
 # Fields that legitimately differ between two runs of the same config (see the module docstring).
 VOLATILE = {
@@ -94,6 +99,28 @@ def slurm_cluster() -> str:
     )
 
 
+def cpu_runnable_experiments() -> list[str]:
+    """Experiments of the default campaign with at least one point a CPU-only machine can run."""
+    from gicomm.config import load_campaign_file
+
+    def cpu_only(needs: dict[str, Any]) -> bool:
+        return not (
+            needs.get("gpus", 0)
+            or needs.get("rdma_nic")
+            or needs.get("nvlink_peers")
+            or needs.get("cuda_build")
+            or needs.get("clock_lock")
+            or needs.get("nodes", 1) > 1
+        )
+
+    campaign = load_campaign_file(REPO / "config" / "config.yaml", sweep="reduced")
+    return sorted(
+        name
+        for name, e in campaign.experiments.items()
+        if any(cpu_only(e.needs_of(p)) for p in e.points("reduced"))
+    )
+
+
 def copy_tree(dst: Path) -> Path:
     """What a fresh clone has (tracked and untracked-but-not-ignored files), links kept as links."""
     files = subprocess.run(
@@ -109,7 +136,8 @@ def copy_tree(dst: Path) -> Path:
             out.symlink_to(os.readlink(src))
         else:
             shutil.copy2(src, out)
-    (dst / "e2e.yaml").write_text(E2E_CONFIG)
+    experiments = cpu_runnable_experiments() or "all"
+    (dst / "e2e.yaml").write_text(E2E_CONFIG.format(experiments=json.dumps(experiments)))
     return dst
 
 
@@ -183,5 +211,8 @@ def test_slurm_profile_end_to_end_equals_local(slurm_cluster: str, tmp_path: Pat
             (r["experiment"], r["point_id"], r["metric"], r["run_index"]) for r in csv.DictReader(f)
         ]
     assert len(keys) == len(set(keys)) == len(rows)
+    if cpu_runnable_experiments():
+        with open(via_slurm / "results/e2e/tidy/records.csv", newline="") as f:
+            assert any(r["status"] == "ok" for r in csv.DictReader(f)), "nothing measured via Slurm"
     assert (via_slurm / "results/e2e/report/index.html").exists()
     print(f"slurm: {slurm_cluster}; {submitted} Slurm jobs; both runs took {elapsed:.1f} s")
