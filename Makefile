@@ -14,7 +14,7 @@ NATIVE_BUILD := build/ctest
 # Debian packages the native build and the tests need (installed when we are root and they are missing).
 SYSTEM_PACKAGES := $(shell grep -v '^\#' tools/system-packages.txt)
 
-.PHONY: run test setup system-packages lint native-test pytest clean archive container-recipes export
+.PHONY: run test setup system-packages lint native-test pytest clean archive container-recipes export claim artifact-docs
 
 setup: system-packages $(STAMP)
 
@@ -55,6 +55,16 @@ archive:
 
 container-recipes: setup
 	$(BIN)/python -m gicomm.container
+
+# One command per claim (ARTIFACT.md): CLAIM=<id> [SWEEP=reduced]
+SWEEP ?= full
+claim: setup
+	@test -n "$(CLAIM)" || { echo "usage: make claim CLAIM=<id> [SWEEP=reduced] (ids: ARTIFACT.md)"; exit 2; }
+	$(BIN)/python -m gicomm.claim_cli "$(CLAIM)" --sweep "$(SWEEP)" --cores $(JOBS)
+
+artifact-docs: setup
+	$(BIN)/python -m gicomm.artifact
+	$(BIN)/python -m gicomm.docs
 
 CAMPAIGN ?= local
 export: setup

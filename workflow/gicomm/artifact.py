@@ -1,0 +1,176 @@
+"""ARTIFACT.md, generated from config/claims.yaml and the experiment configs so it never drifts:
+every claim with the one command that tests it, the hardware it needs, the expected run time and
+disk, and what a pass looks like; plus the short "kick the tires" paths.
+
+Run time and disk come from a measured campaign (ESTIMATE_CAMPAIGN, run through the pipeline on a
+two-GPU H200 with the reduced sweeps): per experiment, the span of its records' timestamps per
+process run, and the bytes of its raw records, scaled from the reduced to the full sweep by the
+ratio of point counts. Experiments never measured there say so instead of guessing.
+
+`python -m gicomm.artifact` rewrites ARTIFACT.md; tests/test_artifact.py fails when it is stale
+or when a claim lacks a command, hardware or time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gicomm import REPO_ROOT
+from gicomm.claims import _selectors, load_claims, requirement_text, selector_experiments
+from gicomm.experiments import Experiment, load_experiment
+
+ESTIMATE_CAMPAIGN = "h200x2-pipeline"
+# Fixed costs around the measurements (seen on the same machine: build on 32 cores, report).
+BUILD_MIN = 2.0
+REPORT_MIN = 1.0
+
+
+@dataclass(frozen=True)
+class Cost:
+    minutes: float | None  # full sweep, all runs; None when never measured
+    disk_mb: float | None
+    basis: str
+
+
+def claim_experiments(claim: dict[str, Any], configured: set[str]) -> list[str]:
+    """The configured experiments whose records decide a claim."""
+    names: list[str] = []
+    for sel in _selectors(claim["check"]):
+        names += selector_experiments(sel, claim["experiment"])
+    return [n for n in dict.fromkeys(names) if n in configured]
+
+
+def claim_command(claim_id: str) -> str:
+    return f"make claim CLAIM={claim_id}"
+
+
+def _timestamps(path: Path) -> tuple[list[dt.datetime], int]:
+    stamps = []
+    for line in path.read_text().splitlines():
+        ts = json.loads(line).get("timestamp") if line.strip() else None
+        if ts:
+            stamps.append(dt.datetime.fromisoformat(ts.replace("Z", "+00:00")))
+    return stamps, path.stat().st_size
+
+
+def measured_cost(e: Experiment, archive: Path) -> Cost:
+    raw = archive / ESTIMATE_CAMPAIGN / "raw" / e.name
+    files = sorted(raw.rglob("*.jsonl")) if raw.is_dir() else []
+    if not files:
+        return Cost(None, None, f"not measured in campaign {ESTIMATE_CAMPAIGN}")
+    spans: dict[str, list[dt.datetime]] = {}
+    size = 0
+    for f in files:
+        stamps, nbytes = _timestamps(f)
+        size += nbytes
+        spans.setdefault(f.parent.name, []).extend(stamps)
+    seconds = sum(
+        (max(s) - min(s)).total_seconds() + 1 for s in spans.values() if s
+    )  # +1: timestamps have one-second resolution
+    scale = len(e.points("full")) / max(1, len(e.points("reduced")))
+    minutes = seconds * scale / 60
+    return Cost(
+        minutes,
+        size * scale / 1e6,
+        f"{len(spans)} runs of the reduced sweep in {ESTIMATE_CAMPAIGN} took {seconds:.0f} s, "
+        f"x{scale:.1f} points for the full sweep",
+    )
+
+
+def fmt_minutes(m: float | None) -> str:
+    return "unknown" if m is None else (f"{m:.0f} min" if m >= 1 else "< 1 min")
+
+
+@dataclass
+class Row:
+    claim: dict[str, Any]
+    experiments: list[str]
+    minutes: float | None
+    disk_mb: float | None
+    basis: str
+
+
+def claim_rows(root: Path = REPO_ROOT) -> list[Row]:
+    exp_dir = root / "config" / "experiments"
+    experiments = {p.stem: load_experiment(p) for p in sorted(exp_dir.glob("*.yaml"))}
+    costs = {n: measured_cost(e, root / "results" / "archive") for n, e in experiments.items()}
+    rows = []
+    for c in load_claims(root / "config" / "claims.yaml"):
+        names = claim_experiments(c, set(experiments))
+        known = [costs[n] for n in names]
+        if names and all(k.minutes is not None for k in known):
+            minutes = BUILD_MIN + REPORT_MIN + sum(k.minutes or 0 for k in known)
+            disk = sum(k.disk_mb or 0 for k in known)
+            basis = "; ".join(f"{n}: {k.basis}" for n, k in zip(names, known, strict=True))
+        else:
+            minutes, disk = None, None
+            missing = [n for n, k in zip(names, known, strict=True) if k.minutes is None]
+            basis = (
+                f"not measured on our machines ({', '.join(missing)})"
+                if names
+                else "no experiment of this repository measures it yet"
+            )
+        rows.append(Row(c, names, minutes, disk, basis))
+    return rows
+
+
+def pass_text(check: dict[str, Any], claim: dict[str, Any]) -> str:
+    paper = claim["paper"]
+    kind = check["kind"]
+    tol = check.get("tolerance")
+    if kind == "value":
+        return f"within {tol:.0%} of {paper['value']} {paper['unit']}" if tol else "matches"
+    if kind in ("ratio", "difference"):
+        cmp = check.get("compare", "within")
+        return f"{kind} {cmp} {check.get('threshold', paper['value'])}" + (
+            f" (tolerance {tol:.0%})" if tol else ""
+        )
+    if kind == "ordering":
+        return "the measured values keep the paper's order"
+    return kind
+
+
+HEADER = REPO_ROOT / "report" / "artifact" / "header.md"  # the prose; the tables are generated
+
+
+def render(root: Path = REPO_ROOT) -> str:
+    rows = claim_rows(root)
+    out = [HEADER.read_text().format(build=BUILD_MIN, report=REPORT_MIN)]
+    out.append(
+        "| claim | paper | command | needs | time | disk | passes when |\n"
+        "|---|---|---|---|---|---|---|"
+    )
+    for r in rows:
+        c = r.claim
+        disk = "unknown" if r.disk_mb is None else f"{max(r.disk_mb, 0.1):.1f} MB"
+        p = c["paper"]
+        paper = f"{p['value']} {p['unit']} ({c['paper_ref']}, {p['platform']})"
+        out.append(
+            f"| `{c['id']}`: {c['claim']} | {paper} | `{claim_command(c['id'])}` | "
+            f"{requirement_text(c['requires'])} | {fmt_minutes(r.minutes)} | {disk} | "
+            f"{pass_text(c['check'], c)} |"
+        )
+    out.append("\n## Basis of the time estimates\n")
+    for r in rows:
+        out.append(
+            f"- `{r.claim['id']}` ({', '.join(r.experiments) or 'no experiment'}): {r.basis}"
+        )
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--root", type=Path, default=REPO_ROOT)
+    args = ap.parse_args(argv)
+    (args.root / "ARTIFACT.md").write_text(render(args.root))
+    print(f"wrote {args.root / 'ARTIFACT.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
