@@ -15,6 +15,9 @@ local profile's full run is tests/test_pipeline.py's). Everything else must matc
 points ran, each point's status and reason, units, sample counts, run indices, and the provenance id
 (the same host probed inside a Slurm job). Points measured for real (status ok) must be among them.
 
+A second test points an H200 platform file at this CPU-only node and checks that its benchmark job,
+landing there through Slurm, fails at once naming the missing hardware.
+
 Runs when we are root (CI) or GICOMM_SLURM_TESTS=1 with a cluster already up; skips, saying why,
 only when neither holds. Status-check intervals are shortened on the command line for the test (the
 profile's own values are meant for real clusters).
@@ -216,3 +219,48 @@ def test_slurm_profile_end_to_end_equals_local(slurm_cluster: str, tmp_path: Pat
             assert any(r["status"] == "ok" for r in csv.DictReader(f)), "nothing measured via Slurm"
     assert (via_slurm / "results/e2e/report/index.html").exists()
     print(f"slurm: {slurm_cluster}; {submitted} Slurm jobs; both runs took {elapsed:.1f} s")
+
+
+def test_job_on_a_node_without_the_declared_hardware_fails_early(
+    slurm_cluster: str, tmp_path: Path
+) -> None:
+    """An H200 platform whose Slurm section points at this CPU-only test node: the benchmark job
+    lands there and must stop at once, through Slurm, saying which declared hardware is missing."""
+    import yaml
+
+    tree = copy_tree(tmp_path / "wrong")
+    platform = yaml.safe_load((REPO / "config/platforms/h200.yaml").read_text())
+    platform["platform_spec"]["slurm"].update(
+        partition=None, cpu_partition=None, constraint=None, gpu_resource="none", gpu_type=None,
+        exclusive=False, cpus_per_task=1, mem_mb=1000, cpu_mem_mb=1000,
+    )  # fmt: skip
+    experiment = (cpu_runnable_experiments() or ["engine_ceiling"])[0]
+    config = {
+        **platform,
+        "campaign": "wrongnode",
+        "sweep": "reduced",
+        "runs": 1,
+        "experiments": [experiment],
+        "report": {"archived": []},
+    }
+    (tree / "wrong.yaml").write_text(yaml.safe_dump(config))
+    # The build is not what this test is about: a summary newer than the sources stands for it.
+    build = tree / "build" / "h200" / "gicomm_build.json"
+    build.parent.mkdir(parents=True)
+    build.write_text('{"cuda": false}\n')
+    target = f"results/wrongnode/raw/{experiment}/h200/run0/batch0.jsonl"
+    run = snakemake(
+        tree, target, "--profile", "slurm", "--configfile", "wrong.yaml", "--retries", "0",
+        *FAST_POLL,
+    )  # fmt: skip
+    code, log = wait(run, tree, timeout=300)
+    assert code != 0, log[-3000:]
+    assert "has been submitted with SLURM jobid" in log
+    assert not (tree / target).exists()
+    # The reason is in the failed job's logs (the Slurm log, which the plugin keeps for failed jobs
+    # and names in its error report, or the rule's log).
+    logs = [tree / f"results/wrongnode/logs/bench/{experiment}/h200/run0/batch0.log"]
+    logs += sorted((tree / ".snakemake" / "slurm_logs").rglob("*.log"))
+    text = "".join(p.read_text() for p in logs if p.is_file())
+    assert "without the declared hardware of platform h200" in text, text[-3000:]
+    assert "4 GPU(s) per node, found 0" in text, text[-3000:]
