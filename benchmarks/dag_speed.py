@@ -4,9 +4,10 @@
 For each platform (config/platforms/{h100,h200,b200,gb200}.yaml) this dry-runs the default campaign
 with the full sweep through the slurm profile, from the repository root, exactly as a user would:
 
-    snakemake -n --profile slurm --configfile config/platforms/<p>.yaml --config sweep=full
+    snakemake -n --forceall --profile slurm --configfile config/platforms/<p>.yaml --config sweep=full
 
-and prints, per platform: the wall time of that command (Python start, workflow parse, config and
+(--forceall: every job of the sweep, whatever results already exist) and prints, per platform: the
+wall time of that command (Python start, workflow parse, config and
 platform validation, sweep expansion, DAG build and the dry-run listing; the issue's target is under
 10 s), the sweep size (points, and point-runs = points x independent process runs), the Snakemake
 jobs, the Slurm jobs that would be submitted (jobs of non-local rules, with every group job counted
@@ -118,7 +119,7 @@ def count_jobs(out: str, local: set[str]) -> tuple[dict[str, int], int]:
 
 def measure(platform: str, repeat: int) -> Result:
     argv = [
-        sys.executable, "-m", "snakemake", "-n", "--profile", "slurm",
+        sys.executable, "-m", "snakemake", "-n", "--forceall", "--profile", "slurm",
         "--configfile", f"config/platforms/{platform}.yaml", "--config", "sweep=full",
     ]  # fmt: skip
     times = []

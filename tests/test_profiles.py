@@ -75,7 +75,7 @@ def test_profile_name_slurm_resolves_from_the_repository_root(monkeypatch: pytes
 
 
 def test_snakemake_profile_slurm_dry_runs_from_the_repository_root():
-    out = snakemake(REPO, "-n", "--profile", "slurm")
+    out = snakemake(REPO, "-n", "--forceall", "--profile", "slurm")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "bench_batch" in out.stdout
 
@@ -140,7 +140,13 @@ GPU_KEYS = {"gres", "gpu", "gpu_model"}
 @pytest.mark.parametrize("platform", PAPER)
 def test_platform_dry_runs_through_the_slurm_profile_with_its_resources(platform: str):
     out = snakemake(
-        REPO, "-n", "--profile", "slurm", "--configfile", f"config/platforms/{platform}.yaml"
+        REPO,
+        "-n",
+        "--forceall",
+        "--profile",
+        "slurm",
+        "--configfile",
+        f"config/platforms/{platform}.yaml",
     )
     assert out.returncode == 0, out.stderr[-3000:]
     jobs = dry_run_jobs(out.stdout)
