@@ -2,16 +2,17 @@
 """How fast the pipeline plans the full sweep, and how many Slurm jobs it submits per 1,000 points.
 
 For each platform (config/platforms/{h100,h200,b200,gb200}.yaml) this dry-runs the default campaign
-with the full sweep through the slurm profile, from the repository root, exactly as a user would:
+with the full sweep through the slurm profile, from the repository root, as a user would:
 
-    snakemake -n --forceall --profile slurm --configfile config/platforms/<p>.yaml --config sweep=full
+    snakemake -n --forceall --profile slurm \
+        --configfile config/platforms/<p>.yaml --config sweep=full
 
 (--forceall: every job of the sweep, whatever results already exist) and prints, per platform: the
-wall time of that command (Python start, workflow parse, config and
-platform validation, sweep expansion, DAG build and the dry-run listing; the issue's target is under
-10 s), the sweep size (points, and point-runs = points x independent process runs), the Snakemake
-jobs, the Slurm jobs that would be submitted (jobs of non-local rules, with every group job counted
-once), and Slurm jobs per 1,000 point-runs.
+wall time of that command (Python start, workflow parse, config and platform validation, sweep
+expansion, DAG build and the dry-run listing; the issue's target is under 10 s), the sweep size
+(points, and point-runs = points x independent process runs), the Snakemake jobs, the Slurm jobs
+that would be submitted (jobs of non-local rules, every group job counted once), and Slurm jobs per
+1,000 point-runs.
 
     .venv/bin/python benchmarks/dag_speed.py [--platforms h200 b200] [--repeat 3] [--json out.json]
 
