@@ -69,6 +69,7 @@ def local_rules(platform: str) -> set[str]:
     """Rules that run on the submit host under a cluster executor (localrules, `localrule: True`),
     read from the parsed workflow (Snakemake 9 API; pinned in requirements.txt)."""
     from snakemake.api import SnakemakeApi
+    from snakemake.settings.enums import Quietness
     from snakemake.settings.types import (
         ConfigSettings,
         DAGSettings,
@@ -76,7 +77,7 @@ def local_rules(platform: str) -> set[str]:
         ResourceSettings,
     )
 
-    with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
         w = api.workflow(
             resource_settings=ResourceSettings(cores=1),
             config_settings=ConfigSettings(
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.slurm_jobs:6d} {r.slurm_jobs_per_1000_point_runs:9.1f}"
         )
     print(
-        "\nDAG s: wall time of `snakemake -n --profile slurm --configfile "
+        "\nDAG s: wall time of `snakemake -n --forceall --profile slurm --configfile "
         f"config/platforms/<p>.yaml --config sweep=full` (target < {TARGET_S:.0f} s).\n"
         "slurm: Slurm jobs submitted (jobs of non-local rules; a group job counts once);\n"
         "per 1000: Slurm jobs per 1,000 point-runs (a point measured in one independent run)."
