@@ -11,6 +11,7 @@
 //   gda_rtt       variant, payload -> rtt_ns (ping block -> engine -> pong block -> engine -> ping)
 //   gda_msg_rate  mode (thread|lock|handoff|warp|hybrid), blocks, threads (per block), qps, batch,
 //                 payload, completion (used|all), wqes (total) -> msg_rate (Mmsg/s)
+//   inline_payload, completion_scope, sm_clock   the paper's Fig. 3, Fig. 4 and Fig. 5 (figures.cu)
 // Engine: --nic-backend softnic-gpu (engine kernel on GPU 1, queues on GPU 0) or softnic-cpu.
 #include <cuda_runtime.h>
 
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "common/harness.h"
+#include "driver.h"
 #include "gicomm/common/clock.cuh"
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/gda/session.h"
@@ -33,46 +35,11 @@
 
 using namespace gicomm;
 using namespace gicomm::gda;
+using namespace gicomm::bench_gda;
 using gicomm::bench::PointFailure;
 using gicomm::bench::Record;
 
-#define CUDA(x)                                                                                  \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) throw PointFailure(std::string(#x) + ": " + cudaGetErrorString(e_)); \
-  } while (0)
-
 namespace {
-
-// ---- buffers --------------------------------------------------------------------------------------------
-struct Buffer {
-  void* p = nullptr;
-  size_t bytes = 0;
-  bool pinned = false;
-  Buffer(bool pinned_, size_t n) : bytes(n), pinned(pinned_) {
-    cudaError_t e = pinned ? cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) : cudaMalloc(&p, n);
-    if (e != cudaSuccess) throw PointFailure(std::string("allocation: ") + cudaGetErrorString(e));
-    if (pinned) {
-      std::memset(p, 0, n);
-    } else {
-      cudaMemset(p, 0, n);
-    }
-  }
-  ~Buffer() {
-    if (pinned) {
-      cudaFreeHost(p);
-    } else {
-      cudaFree(p);
-    }
-  }
-};
-
-struct Target {
-  uint64_t dst;  // remote buffer (flags / slots)
-  uint32_t rkey;
-  uint64_t src;  // local source for pointer payloads
-  uint32_t lkey;
-};
 
 __device__ __forceinline__ PutOp op_to(const Target& t, uint64_t raddr, uint64_t laddr, bool inl, uint64_t value) {
   PutOp op{};
@@ -220,13 +187,10 @@ __global__ void rate_kernel(Context ctx, Target tg, uint32_t ops, uint32_t batch
   }
 }
 
-// ---- sessions --------------------------------------------------------------------------------------------------
-struct Env {
-  std::unique_ptr<Session> session;
-  std::unique_ptr<Buffer> dst, src;
-  Target tg{};
-  SessionConfig cfg;
-};
+}  // namespace
+
+// ---- sessions and shared helpers (driver.h) ------------------------------------------------------------
+namespace gicomm::bench_gda {
 
 bool same_session(const SessionConfig& a, const SessionConfig& b) {
   return a.engine == b.engine && a.num_qps == b.num_qps && a.sq_wqebbs == b.sq_wqebbs && a.hybrid == b.hybrid &&
@@ -243,7 +207,7 @@ Env& env_for(const SessionConfig& cfg, size_t dst_bytes) {
   const bool host = cfg.engine == "softnic-cpu";
   env.session = std::make_unique<Session>(cfg);
   env.dst = std::make_unique<Buffer>(host, dst_bytes);
-  env.src = std::make_unique<Buffer>(host, 4096 * 8);
+  env.src = std::make_unique<Buffer>(host, kSrcBytes);
   env.tg.dst = reinterpret_cast<uint64_t>(env.dst->p);
   env.tg.rkey = env.session->register_mr(env.dst->p, dst_bytes, softnic::kAccessRemoteWrite).rkey;
   env.tg.src = reinterpret_cast<uint64_t>(env.src->p);
@@ -352,6 +316,10 @@ std::vector<Record> one_op(const bench::Point& p, const bench::Options& o) {
   add("issue_over_floor", "ratio", {ratio});
   return out;
 }
+
+}  // namespace gicomm::bench_gda
+
+namespace {
 
 std::vector<Record> rtt(const bench::Point& p, const bench::Options& o) {
   const bool inl = p.params.get_string("payload", "inline") == "inline";
@@ -493,6 +461,9 @@ int main(int argc, char** argv) {
     if (o.experiment == "gda_one_op") return one_op(p, o);
     if (o.experiment == "gda_rtt") return rtt(p, o);
     if (o.experiment == "gda_msg_rate") return msg_rate(p, o);
+    if (o.experiment == "inline_payload") return inline_payload(p, o);
+    if (o.experiment == "completion_scope") return completion_scope(p, o);
+    if (o.experiment == "sm_clock") return sm_clock(p, o);
     throw PointFailure("gicomm-bench-gda does not know experiment " + o.experiment);
   });
 }

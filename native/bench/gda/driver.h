@@ -1,0 +1,84 @@
+// gicomm-bench-gda: what the driver's translation units share (main.cu defines these; the figure
+// experiments of figures.cu use them). Host side of the CUDA build only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/harness.h"
+#include "gicomm/gda/session.h"
+#include "gicomm/order.cuh"
+
+#define CUDA(x)                                                                                  \
+  do {                                                                                           \
+    cudaError_t e_ = (x);                                                                        \
+    if (e_ != cudaSuccess)                                                                       \
+      throw gicomm::bench::PointFailure(std::string(#x) + ": " + cudaGetErrorString(e_));        \
+  } while (0)
+
+namespace gicomm::bench_gda {
+
+// Device memory, or mapped pinned host memory (the cpu engine's placement).
+struct Buffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  bool pinned = false;
+  Buffer(bool pinned_, size_t n) : bytes(n), pinned(pinned_) {
+    cudaError_t e = pinned ? cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) : cudaMalloc(&p, n);
+    if (e != cudaSuccess) throw bench::PointFailure(std::string("allocation: ") + cudaGetErrorString(e));
+    if (pinned) {
+      std::memset(p, 0, n);
+    } else {
+      cudaMemset(p, 0, n);
+    }
+  }
+  ~Buffer() {
+    if (pinned) {
+      cudaFreeHost(p);
+    } else {
+      cudaFree(p);
+    }
+  }
+};
+
+struct Target {
+  uint64_t dst;  // remote buffer (flags / slots)
+  uint32_t rkey;
+  uint64_t src;  // local source for pointer payloads (and the bytes of inline payloads > 8 B)
+  uint32_t lkey;
+};
+
+// The driver's one session (engine running, destination and source registered); env_for keeps it
+// while consecutive points ask for the same configuration.
+struct Env {
+  std::unique_ptr<gda::Session> session;
+  std::unique_ptr<Buffer> dst, src;
+  Target tg{};
+  gda::SessionConfig cfg;
+};
+
+constexpr size_t kSrcBytes = 4096 * 8;  // the registered source buffer
+
+Env& env_for(const gda::SessionConfig& cfg, size_t dst_bytes);
+// Synchronizes; a kernel error or a reported wait failure drops the session and throws.
+void check_kernel(Env& env, const char* what);
+std::vector<double> to_ns(const std::vector<long long>& cycles, double mhz);
+std::vector<double> to_d(const std::vector<long long>& x);
+gda::SessionConfig base_config(const bench::Options& o, uint32_t qps);
+order::Variant variant_of(const bench::Point& p);
+
+// gda_one_op (main.cu): issue_cycles, issue_ns, completion_ns, floor_issue_cycles,
+// floor_issue_ns, issue_over_floor of one 8-byte op.
+std::vector<bench::Record> one_op(const bench::Point& p, const bench::Options& o);
+
+// The figure experiments (figures.cu).
+std::vector<bench::Record> inline_payload(const bench::Point& p, const bench::Options& o);
+std::vector<bench::Record> completion_scope(const bench::Point& p, const bench::Options& o);
+std::vector<bench::Record> sm_clock(const bench::Point& p, const bench::Options& o);
+
+}  // namespace gicomm::bench_gda
