@@ -52,8 +52,8 @@ def test_slurm_profile_settings():
     assert p["executor"] == "slurm"
     assert p["slurm-status-command"] == "sacct"  # job states through slurmdbd accounting
     assert p["retries"] >= 1
-    assert "bench_batch=bench" in p["groups"]
-    assert p["cores"] == 1  # grouped batches run one after the other inside their Slurm job
+    # one Slurm job per batch of points; no --cores, which would cap every job's threads
+    assert "groups" not in p and "cores" not in p
 
 
 def test_local_profile_serializes_gpu_jobs_only():
