@@ -59,3 +59,8 @@ def comparison_figures(layout: LayoutLike) -> list[str]:
 def per_campaign(layout: LayoutLike, pattern: str) -> list[str]:
     """`pattern` with {c} filled in for every reported campaign."""
     return [pattern.format(c=c) for c in layout.reported_campaigns()]
+
+
+def rule_name(prefix: str, campaign: str) -> str:
+    """A rule name for a per-campaign rule (campaign names may hold '-' and '.')."""
+    return prefix + "_" + "".join(ch if ch.isalnum() else "_" for ch in campaign)

@@ -1,5 +1,5 @@
 # Figures and tables, per campaign: one seaborn figure per paper figure (3-11, drawn in one job),
-# one per experiment of the campaign, one table per paper table (3-16; 15 is qualitative); and one
+# one per experiment of the campaign (one job), one table per paper table (3-16; 15 is qualitative); and one
 # comparison figure per experiment across campaigns (one job). PNG and SVG
 # (workflow/gicomm/plots.py, workflow/gicomm/tables.py). claims.smk (aggregation over runs, claim
 # checks) is included here, before the rules that use it.
@@ -33,26 +33,38 @@ rule paper_figures:
         "../scripts/paper_figures.py"
 
 
-rule figure:
-    input:
-        summary="results/{campaign}/aggregate/summary.csv",
-        records="results/{campaign}/tidy/records.csv",
-    output:
-        png=report(
-            "results/{campaign}/report/figures/{experiment}.png",
-            caption="../../report/captions/figure.rst",
-            category="{campaign}",
-            subcategory="Experiments",
-        ),
-        svg="results/{campaign}/report/figures/{experiment}.svg",
-    log:
-        "results/{campaign}/logs/figures/{experiment}.log",
-    wildcard_constraints:
-        campaign=ONE_CAMPAIGN,
-    conda:
-        "../../envs/pipeline.yaml"
-    script:
-        "../scripts/figure.py"
+# One job per campaign draws the figure of each of its experiments (the set is known when the
+# workflow loads: the configured experiments, or an archive's folders).
+for _campaign in LAYOUT.reported_campaigns():
+
+    rule:
+        name:
+            targets.rule_name("experiment_figures", _campaign)
+        input:
+            summary=f"results/{_campaign}/aggregate/summary.csv",
+            records=f"results/{_campaign}/tidy/records.csv",
+        output:
+            png=[
+                report(
+                    f"results/{_campaign}/report/figures/{e}.png",
+                    caption="../../report/captions/figure.rst",
+                    category=_campaign,
+                    subcategory="Experiments",
+                )
+                for e in LAYOUT.experiments_of(_campaign)
+            ],
+            svg=[
+                f"results/{_campaign}/report/figures/{e}.svg"
+                for e in LAYOUT.experiments_of(_campaign)
+            ],
+        log:
+            f"results/{_campaign}/logs/figures/experiments.log",
+        conda:
+            "../../envs/pipeline.yaml"
+        params:
+            campaign=_campaign,
+        script:
+            "../scripts/experiment_figures.py"
 
 
 rule paper_tables:
