@@ -87,6 +87,34 @@ void remap_in_place(void* p, size_t bytes, bool shared) {
   std::memcpy(p, keep.data(), rounded);
 }
 
+// Maps the shared softnic queue pages back to private memory when the point ends, on every path
+// (the SoftNic frees them with free(); they must not stay shared with later producer processes).
+struct SharedRegions {
+  std::vector<std::pair<void*, size_t>> regions;
+  void share(void* p, size_t bytes) {
+    remap_in_place(p, bytes, true);
+    regions.emplace_back(p, bytes);
+  }
+  ~SharedRegions() {
+    for (auto& r : regions) {
+      try {
+        remap_in_place(r.first, r.second, false);
+      } catch (...) {
+      }
+    }
+  }
+};
+
+// Joins a thread on every path (after setting its stop flag).
+struct JoinGuard {
+  std::thread& t;
+  std::atomic<bool>& stop;
+  ~JoinGuard() {
+    stop.store(true, std::memory_order_release);
+    if (t.joinable()) t.join();
+  }
+};
+
 template <class T>
 T ld(const T* p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -600,12 +628,13 @@ Outcome run_engine(const RunParams& rp, const bench::Options& o) {
   softnic::QueueConfig qc;
   qc.sq_wqebbs = rp.depth;
   qc.cq_entries = rp.depth;  // every WQE signaled; at most depth outstanding (flow control by credit)
+  SharedRegions shared;      // declared after nic: unshared before the SoftNic frees the queues
   for (uint32_t q = 0; q < rp.queues; ++q) {
     nic.create_qp(qc);
     su->sq[q] = nic.sq(q);
-    remap_in_place(su->sq[q].buf, size_t(rp.depth) * mlx5::kSendWqeBB, true);
-    remap_in_place(su->sq[q].dbrec, 64, true);
-    remap_in_place(su->sq[q].doorbell, 64, true);
+    shared.share(su->sq[q].buf, size_t(rp.depth) * mlx5::kSendWqeBB);
+    shared.share(su->sq[q].dbrec, 64);
+    shared.share(su->sq[q].doorbell, 64);
   }
   SeenBits seen(rp.producers);
   Tally tally;
@@ -665,7 +694,7 @@ Outcome run_engine(const RunParams& rp, const bench::Options& o) {
       }
     }
   });
-  std::string start_error;
+  JoinGuard vguard{verifier, vstop};
   {
     Producers procs(*su, rp.seed, rp.aim);
     procs.start_all();
@@ -709,11 +738,6 @@ Outcome run_engine(const RunParams& rp, const bench::Options& o) {
   if (out.error.empty()) {
     std::lock_guard<std::mutex> g(tally.mu);
     out.error = tally.first_error;
-  }
-  for (uint32_t q = 0; q < rp.queues; ++q) {
-    remap_in_place(su->sq[q].buf, size_t(rp.depth) * mlx5::kSendWqeBB, false);
-    remap_in_place(su->sq[q].dbrec, 64, false);
-    remap_in_place(su->sq[q].doorbell, 64, false);
   }
   shm_free(su->sh, sizeof(Shared));
   return out;
