@@ -244,10 +244,16 @@ def test_job_on_a_node_without_the_declared_hardware_fails_early(
         "report": {"archived": []},
     }
     (tree / "wrong.yaml").write_text(yaml.safe_dump(config))
-    # The build is not what this test is about: a summary newer than the sources stands for it.
+    # Neither the build nor the campaign's probe record is what this test is about (the check runs
+    # on the node the benchmark job lands on): stand-ins newer than their sources take their place.
     build = tree / "build" / "h200" / "gicomm_build.json"
     build.parent.mkdir(parents=True)
     build.write_text('{"cuda": false}\n')
+    probe = tree / "results" / "wrongnode" / "hosts" / "h200" / "hardware.json"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(
+        json.dumps({"host": "h200", "provenance_id": "h200-test", "gpus": {}, "rdma": {}})
+    )
     target = f"results/wrongnode/raw/{experiment}/h200/run0/batch0.jsonl"
     run = snakemake(
         tree, target, "--profile", "slurm", "--configfile", "wrong.yaml", "--retries", "0",
