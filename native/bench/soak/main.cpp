@@ -534,7 +534,8 @@ struct Outcome {
 void soak_loop(const RunParams& rp, const Setup& su, Producers& procs, const std::function<uint64_t()>& progress,
                const std::function<std::string()>& consumer_error, Outcome* out) {
   std::atomic<bool> end{false};
-  std::string killer_error;
+  std::atomic<bool> killer_failed{false};
+  std::string killer_error;  // written by the killer before it sets killer_failed
   std::thread killer([&] {
     std::mt19937_64 rng(rp.seed * 7919 + 17);
     std::exponential_distribution<double> gap(1.0 / std::max(rp.kill_every_ms, 0.001));
@@ -542,7 +543,10 @@ void soak_loop(const RunParams& rp, const Setup& su, Producers& procs, const std
       const auto next = std::chrono::steady_clock::now() + std::chrono::microseconds(int64_t(gap(rng) * 1000));
       while (!end.load() && std::chrono::steady_clock::now() < next) std::this_thread::sleep_for(std::chrono::microseconds(200));
       if (end.load()) break;
-      if (!procs.kill_one(&killer_error)) break;
+      if (!procs.kill_one(&killer_error)) {
+        killer_failed.store(true, std::memory_order_release);
+        break;
+      }
     }
   });
   const auto t0 = std::chrono::steady_clock::now();
@@ -557,7 +561,7 @@ void soak_loop(const RunParams& rp, const Setup& su, Producers& procs, const std
     if (secs > 0.5 * rp.window_ms / 1000.0) out->window_rates.push_back(double(now_ops - last) / secs / 1e6);
     last = now_ops;
     wstart = std::chrono::steady_clock::now();
-    if (!killer_error.empty() || !consumer_error().empty()) break;
+    if (killer_failed.load(std::memory_order_acquire) || !consumer_error().empty()) break;
   }
   end.store(true);
   killer.join();
