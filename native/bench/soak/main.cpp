@@ -152,6 +152,7 @@ struct Setup {
   bool engine = true;
   uint32_t producers = 2, queues = 2, depth = 256, max_batch = 8;
   uint64_t seed = 1;
+  pid_t parent = 0;       // the driver: a producer whose parent is gone exits (no orphan spins)
   uint64_t dwell_ns = 0;  // producer pause before each store of a batch (widens the mid-batch window)
   int inject = 0;  // verifier self-test: 0 none, 1 lose, 2 duplicate, 3 blind_recovery (see soak_point)
   Shared* sh = nullptr;
@@ -229,6 +230,7 @@ void recover(const Setup& su, uint32_t p) {
 [[noreturn]] void producer_main(const Setup& su, uint32_t p) {
   ProducerLog& L = su.sh->log[p];
   const uint64_t inc = __atomic_add_fetch(&L.incarnations, 1, __ATOMIC_ACQ_REL);
+  if (getppid() != su.parent) _exit(0);
   recover(su, p);
   uint64_t rng = (su.seed * 0x9e3779b97f4a7c15ull) ^ (uint64_t(p + 1) << 32) ^ inc ^ 0x5bd1e995ull;
   if (rng == 0) rng = 1;
@@ -248,8 +250,10 @@ void recover(const Setup& su, uint32_t p) {
         break;
       }
       if (spins > 64) sched_yield();
+      if ((spins & 255) == 255 && getppid() != su.parent) _exit(0);
     }
     if (!room) break;
+    if ((L.batches & 4095) == 0 && getppid() != su.parent) _exit(0);
     // Intent first, then the queue stores, then the publication, then the commit.
     L.intent_seq = seq;
     L.intent_pos = pos;
@@ -616,6 +620,7 @@ Outcome run_engine(const RunParams& rp, const bench::Options& o) {
   su->seed = rp.seed;
   su->inject = rp.inject;
   su->dwell_ns = rp.dwell_ns;
+  su->parent = getpid();
   su->sh = static_cast<Shared*>(shm_alloc(sizeof(Shared)));
   std::memset(static_cast<void*>(su->sh), 0, sizeof(Shared));
   const size_t words = size_t(rp.queues) * rp.depth;
@@ -759,6 +764,7 @@ Outcome run_rings(const RunParams& rp, const bench::Options& o) {
   su->seed = rp.seed;
   su->inject = rp.inject;
   su->dwell_ns = rp.dwell_ns;
+  su->parent = getpid();
   su->sh = static_cast<Shared*>(shm_alloc(sizeof(Shared)));
   std::memset(static_cast<void*>(su->sh), 0, sizeof(Shared));
   const size_t slots_bytes = size_t(rp.queues) * rp.depth * sizeof(proxy::Desc);
