@@ -307,11 +307,12 @@ def test_nic_baselines_say_why_they_cannot_run_without_a_nic():
 
 @pytest.mark.skipif(not ARCHIVE.exists(), reason="no archived NVLink dissection")
 def test_dissection_table_splits_mechanism_and_library():
+    from gicomm.aggregate import summarize_runs
     from gicomm.baselines.dissection import dissect
-    from gicomm.tidy import summarize, tidy_from_files
+    from gicomm.tidy import tidy_from_files
 
     files = sorted(ARCHIVE.parent.glob("nvlink_*/*/run*.jsonl"))
-    table = dissect(summarize(tidy_from_files(files)))
+    table = dissect(summarize_runs(tidy_from_files(files)))
     assert set(table["transport"]) == {"nvshmem-p2p", "nccl-lsa"}
     assert table["mechanism"].notna().all()
     row = table[

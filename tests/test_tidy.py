@@ -1,4 +1,4 @@
-"""Tidy tables: one row per record; summaries across independent runs."""
+"""Tidy tables: one row per record (aggregates over runs: tests/test_aggregate.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from conftest import make_record, write_jsonl
 
-from gicomm.tidy import summarize, tidy_from_files
+from gicomm.tidy import tidy_from_files
 
 
 def test_tidy_has_one_row_per_record_with_params_and_stats(tmp_path: Path):
@@ -22,28 +22,6 @@ def test_tidy_has_one_row_per_record_with_params_and_stats(tmp_path: Path):
     assert list(df["p50"][:3]) == [100.0, 101.0, 102.0]
 
 
-def test_summary_is_median_over_runs_and_ignores_failed(tmp_path: Path):
-    recs = [
-        make_record(run_index=i, stats={"n": 10, "p50": v, "p99": 2 * v})
-        for i, v in enumerate([1.0, 5.0, 3.0])
-    ]
-    recs.append(make_record(run_index=3, status="failed", error="timeout", stats=None))
-    recs[-1].pop("stats")
-    df = tidy_from_files([write_jsonl(tmp_path / "r.jsonl", recs)])
-    s = summarize(df)
-    assert len(s) == 1
-    row = s.iloc[0]
-    assert (row["runs"], row["p50"], row["p50_min"], row["p50_max"], row["p99"]) == (
-        3,
-        3.0,
-        1.0,
-        5.0,
-        6.0,
-    )
-    assert row["param_payload"] == "inline"
-
-
 def test_empty_inputs_give_empty_tables(tmp_path: Path):
     df = tidy_from_files([])
     assert df.empty and "p50" in df.columns
-    assert summarize(df).empty

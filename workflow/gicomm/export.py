@@ -17,7 +17,7 @@ def export_campaign(
             if f.is_file():
                 z.write(f, f"{campaign}/report/{f.relative_to(report_dir)}")
         for t in tables:
-            z.write(t, f"{campaign}/tidy/{t.name}")
+            z.write(t, f"{campaign}/{t.parent.name}/{t.name}")
         for hw in hardware_files:
             z.write(hw, f"{campaign}/hosts/{hw.parent.name}/{hw.name}")
     tmp.replace(out)

@@ -62,7 +62,7 @@ rule baseline_parse_log:
 
 rule nvlink_dissection_table:
     input:
-        "results/{campaign}/tidy/summary.csv",
+        "results/{campaign}/aggregate/summary.csv",
     output:
         "results/{campaign}/tidy/nvlink_dissection.csv",
     log:

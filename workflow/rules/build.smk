@@ -1,5 +1,5 @@
 # Native build: the CMake project under native/, built out of tree once per host type. Host-only
-# targets always; CUDA targets when nvcc is found; rdma-core targets when its headers are present.
+# targets always; CUDA targets per native.cuda (auto: where a GPU is); rdma-core targets when present.
 
 
 rule build_native:

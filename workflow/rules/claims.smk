@@ -1,26 +1,7 @@
-# Aggregation over independent process runs (p50/p99, spread, bootstrap CI), same-run transport
-# ratios and clock fits; then every claim of config/claims.yaml checked against the campaign.
+# Every claim of config/claims.yaml checked against a campaign's aggregates (aggregate.smk).
 from gicomm.paper import FIGURE_IDS, TABLE_IDS  # noqa: E402
-from gicomm import targets  # noqa: E402
 
 ONE_CAMPAIGN = targets.ONE_CAMPAIGN
-
-
-rule aggregate_runs:
-    input:
-        records="results/{campaign}/tidy/records.csv",
-    output:
-        summary="results/{campaign}/aggregate/summary.csv",
-        ratios="results/{campaign}/aggregate/ratios.csv",
-        fits="results/{campaign}/aggregate/clock_fits.csv",
-    log:
-        "results/{campaign}/logs/aggregate.log",
-    wildcard_constraints:
-        campaign=ONE_CAMPAIGN,
-    conda:
-        "../../envs/pipeline.yaml"
-    script:
-        "../scripts/aggregate_runs.py"
 
 
 rule check_claims:

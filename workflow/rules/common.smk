@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from gicomm.config import load_campaign  # noqa: E402
 from gicomm.errors import GicommError  # noqa: E402
 from gicomm.layout import Layout  # noqa: E402
+from gicomm import targets  # noqa: E402
 
 try:
     CAMPAIGN = load_campaign(

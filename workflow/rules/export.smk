@@ -6,7 +6,7 @@ rule export_report:
     input:
         index="results/{campaign}/report/index.html",
         records="results/{campaign}/tidy/records.csv",
-        summary="results/{campaign}/tidy/summary.csv",
+        summary="results/{campaign}/aggregate/summary.csv",
         hardware=lambda w: LAYOUT.hardware_files(w.campaign),
     output:
         "results/{campaign}/export/{campaign}-report.zip",

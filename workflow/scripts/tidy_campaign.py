@@ -1,10 +1,9 @@
 import gicomm_path  # noqa: F401
 
 from gicomm.smk import logged
-from gicomm.tidy import summarize, tidy_from_files
+from gicomm.tidy import tidy_from_files
 
 with logged(snakemake):
     df = tidy_from_files(snakemake.input)
     df.to_csv(snakemake.output.records, index=False)
-    summarize(df).to_csv(snakemake.output.summary, index=False)
     print(f"{len(snakemake.input)} raw files -> {len(df)} records")

@@ -2,9 +2,9 @@
 minimal direct store pays for the same operation on the same host) and the library's own share
 (the rest), for every metric and point of the nvlink experiments.
 
-Input: the campaign's summary table (gicomm.tidy.summarize; one row per point and metric with the
-median of the per-run p50 over independent runs). Output: one row per (experiment, library path,
-point, metric) with `mechanism`, `library` (= path - mechanism) and `library_pct` of the path.
+Input: the campaign's summary table (gicomm.aggregate.summarize_runs; one row per point and metric
+with the median of the per-run p50 over independent runs). Output: one row per (experiment,
+library path, point, metric) with `mechanism`, `library` (= path - mechanism) and `library_pct` of the path.
 """
 
 from __future__ import annotations
