@@ -20,7 +20,7 @@ NO_GPU = {"provenance_id": "h-1", "gpus": {"devices": []}, "rdma": {"devices": [
 def experiment(behaviours: list[str], needs: dict | None = None, needs_when=()) -> Experiment:
     return Experiment(
         name="fake", title="fake", paper_ref="", description="", driver="gicomm-bench-fake",
-        needs=needs or {"gpus": 0}, needs_when=tuple(needs_when), opt_in=False, repetitions=1, warmup=1,
+        needs=needs or {"gpus": 0}, needs_when=tuple(needs_when), opt_in=False, point_s=None, repetitions=1, warmup=1,
         iters=5, metrics=("issue_ns",), points_per_job=100,
         sweeps={"full": [{"behave": behaviours, "size": [8]}]}, figure={}, path=Path("fake.yaml"),
     )  # fmt: skip

@@ -2,10 +2,10 @@
 every claim with the one command that tests it, the hardware it needs, the expected run time and
 disk, and what a pass looks like; plus the short "kick the tires" paths.
 
-Run time and disk come from a measured campaign (ESTIMATE_CAMPAIGN, run through the pipeline on a
-two-GPU H200 with the reduced sweeps): per experiment, the span of its records' timestamps per
-process run, and the bytes of its raw records, scaled from the reduced to the full sweep by the
-ratio of point counts. Experiments never measured there say so instead of guessing.
+Run time and disk come from measured campaigns (ESTIMATE_CAMPAIGNS, on a two-GPU H200): per
+experiment, the span of its records' timestamps per process run, and the bytes of its raw records,
+scaled to the full sweep and the experiment's number of runs by the ratio of point and run counts.
+Experiments never measured there say so instead of guessing.
 
 `python -m gicomm.artifact` rewrites ARTIFACT.md; tests/test_artifact.py fails when it is stale
 or when a claim lacks a command, hardware or time.
@@ -24,7 +24,9 @@ from gicomm import REPO_ROOT
 from gicomm.claims import _selectors, load_claims, requirement_text, selector_experiments
 from gicomm.experiments import Experiment, load_experiment
 
-ESTIMATE_CAMPAIGN = "h200x2-pipeline"
+# Campaigns measured on the same two-GPU H200 kind, in order of preference (the pipeline's own
+# campaign first; then the developers' runs of each driver).
+ESTIMATE_CAMPAIGNS = ("h200x2-pipeline", "h200x2-2026-11-30")
 # Fixed costs around the measurements (seen on the same machine: build on 32 cores, report).
 BUILD_MIN = 2.0
 REPORT_MIN = 1.0
@@ -49,36 +51,49 @@ def claim_command(claim_id: str) -> str:
     return f"make claim CLAIM={claim_id}"
 
 
-def _timestamps(path: Path) -> tuple[list[dt.datetime], int]:
-    stamps = []
+def _scan(path: Path) -> tuple[list[dt.datetime], set[str], int]:
+    """Timestamps and point ids of the measured (status ok) records of a raw file, and its size."""
+    stamps, points = [], set()
     for line in path.read_text().splitlines():
-        ts = json.loads(line).get("timestamp") if line.strip() else None
-        if ts:
-            stamps.append(dt.datetime.fromisoformat(ts.replace("Z", "+00:00")))
-    return stamps, path.stat().st_size
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        if rec.get("status") != "ok":
+            continue  # skipped points took no time to measure: they say nothing about cost
+        points.add(rec.get("point_id", ""))
+        if rec.get("timestamp"):
+            stamps.append(dt.datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")))
+    return stamps, points, path.stat().st_size
 
 
 def measured_cost(e: Experiment, archive: Path) -> Cost:
-    raw = archive / ESTIMATE_CAMPAIGN / "raw" / e.name
-    files = sorted(raw.rglob("*.jsonl")) if raw.is_dir() else []
-    if not files:
-        return Cost(None, None, f"not measured in campaign {ESTIMATE_CAMPAIGN}")
-    spans: dict[str, list[dt.datetime]] = {}
-    size = 0
-    for f in files:
-        stamps, nbytes = _timestamps(f)
-        size += nbytes
-        spans.setdefault(f.parent.name, []).extend(stamps)
-    seconds = sum(
-        (max(s) - min(s)).total_seconds() + 1 for s in spans.values() if s
-    )  # +1: timestamps have one-second resolution
-    scale = len(e.points("full")) / max(1, len(e.points("reduced")))
-    minutes = seconds * scale / 60
+    """Time and disk of the full sweep, scaled from the first archived campaign that measured it."""
+    others = sorted(p.name for p in archive.iterdir() if p.name not in ESTIMATE_CAMPAIGNS)
+    for campaign in (*ESTIMATE_CAMPAIGNS, *others):
+        raw = archive / campaign / "raw" / e.name
+        spans: dict[str, list[dt.datetime]] = {}
+        points: set[str] = set()
+        size = 0
+        for f in sorted(raw.rglob("*.jsonl")) if raw.is_dir() else []:
+            stamps, ids, nbytes = _scan(f)
+            size += nbytes
+            points |= ids
+            # one process run per folder (pipeline: run<r>/batch<b>.jsonl) or file (run<r>.jsonl)
+            run = f.parent.name if f.parent.name.startswith("run") else f.stem
+            spans.setdefault(run, []).extend(stamps)
+        if points:
+            break
+    else:
+        return Cost(None, None, "never measured in an archived campaign (only skipped points)")
+    seconds = sum((max(s) - min(s)).total_seconds() + 1 for s in spans.values() if s)
+    runs = max(1, len(spans))
+    # to the full sweep, at the experiment's own number of independent runs
+    scale = len(e.points("full")) / max(1, len(points)) * e.repetitions / runs
     return Cost(
-        minutes,
+        seconds * scale / 60,
         size * scale / 1e6,
-        f"{len(spans)} runs of the reduced sweep in {ESTIMATE_CAMPAIGN} took {seconds:.0f} s, "
-        f"x{scale:.1f} points for the full sweep",
+        f"{runs} run(s) of {len(points)} points in {campaign} took {seconds:.0f} s; "
+        f"x{scale:.1f} for {e.repetitions} runs of the full sweep ({len(e.points('full'))} points)",
     )
 
 
@@ -95,18 +110,24 @@ class Row:
     basis: str
 
 
-def claim_rows(root: Path = REPO_ROOT) -> list[Row]:
+def experiment_costs(root: Path = REPO_ROOT) -> dict[str, Cost]:
     exp_dir = root / "config" / "experiments"
-    experiments = {p.stem: load_experiment(p) for p in sorted(exp_dir.glob("*.yaml"))}
-    costs = {n: measured_cost(e, root / "results" / "archive") for n, e in experiments.items()}
+    archive = root / "results" / "archive"
+    return {
+        p.stem: measured_cost(load_experiment(p), archive) for p in sorted(exp_dir.glob("*.yaml"))
+    }
+
+
+def claim_rows(root: Path = REPO_ROOT) -> list[Row]:
+    costs = experiment_costs(root)
     rows = []
     for c in load_claims(root / "config" / "claims.yaml"):
-        names = claim_experiments(c, set(experiments))
+        names = claim_experiments(c, set(costs))
         known = [costs[n] for n in names]
         if names and all(k.minutes is not None for k in known):
             minutes = BUILD_MIN + REPORT_MIN + sum(k.minutes or 0 for k in known)
             disk = sum(k.disk_mb or 0 for k in known)
-            basis = "; ".join(f"{n}: {k.basis}" for n, k in zip(names, known, strict=True))
+            basis = "measured"
         else:
             minutes, disk = None, None
             missing = [n for n, k in zip(names, known, strict=True) if k.minutes is None]
@@ -155,11 +176,14 @@ def render(root: Path = REPO_ROOT) -> str:
             f"{requirement_text(c['requires'])} | {fmt_minutes(r.minutes)} | {disk} | "
             f"{pass_text(c['check'], c)} |"
         )
-    out.append("\n## Basis of the time estimates\n")
+    out.append("\n## What each claim runs\n")
     for r in rows:
-        out.append(
-            f"- `{r.claim['id']}` ({', '.join(r.experiments) or 'no experiment'}): {r.basis}"
-        )
+        out.append(f"- `{r.claim['id']}`: {', '.join(r.experiments) or 'no experiment yet'}")
+    out.append("\n## Basis of the time and disk estimates\n")
+    read = {n for r in rows for n in r.experiments}
+    for name, cost in sorted(experiment_costs(root).items()):
+        if name in read:
+            out.append(f"- `{name}`: {cost.basis}")
     return "\n".join(out) + "\n"
 
 

@@ -38,6 +38,7 @@ class Experiment:
     needs: dict[str, Any]
     needs_when: tuple[tuple[dict[str, Any], dict[str, Any]], ...]
     opt_in: bool
+    point_s: int | None
     repetitions: int
     warmup: int
     iters: int
@@ -145,6 +146,7 @@ def load_experiment(path: str | Path) -> Experiment:
         needs=needs,
         needs_when=tuple((w["when"], w["needs"]) for w in data.get("needs_when", [])),
         opt_in=data["opt_in"],
+        point_s=data.get("point_s"),
         repetitions=data["repetitions"],
         warmup=data["warmup"],
         iters=data["iters"],

@@ -23,7 +23,7 @@ with logged(snakemake):
         partial=Path(snakemake.params.partial),
         output=Path(snakemake.output[0]),
         wait_ms=campaign.timeouts["wait_ms"],
-        point_s=campaign.timeouts["point_s"],
+        point_s=experiment.point_s or campaign.timeouts["point_s"],
         max_nodes=campaign.max_nodes,
         may_lock_clocks=campaign.may_lock_clocks,
         platform_spec=campaign.platform_spec,

@@ -4,7 +4,8 @@ minimal direct store pays for the same operation on the same host) and the libra
 
 Input: the campaign's summary table (gicomm.aggregate.summarize_runs; one row per point and metric
 with the median of the per-run p50 over independent runs). Output: one row per (experiment,
-library path, point, metric) with `mechanism`, `library` (= path - mechanism) and `library_pct` of the path.
+library path, point, metric) with `mechanism`, `library` (= path - mechanism) and `library_pct` of
+the path.
 """
 
 from __future__ import annotations
