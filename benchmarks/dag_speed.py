@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.platform:9} {r.dag_s:6.2f} {r.points:7d} {r.point_runs:8d} {r.jobs:6d} "
             f"{r.slurm_jobs:6d} {r.slurm_jobs_per_1000_point_runs:9.1f}"
         )
+    total = sum(r.dag_s for r in results)
+    print(f"{'all':9} {total:6.2f}  (the {len(results)} DAGs one after the other)")
     print(
         "\nDAG s: wall time of `snakemake -n --forceall --profile slurm --configfile "
         f"config/platforms/<p>.yaml --config sweep=full` (target < {TARGET_S:.0f} s).\n"
