@@ -10,9 +10,9 @@ rule export_report:
         hardware=lambda w: LAYOUT.hardware_files(w.campaign),
     output:
         "results/{campaign}/export/{campaign}-report.zip",
-    conda:
-        "../../envs/pipeline.yaml"
     log:
         "results/{campaign}/logs/export.log",
+    conda:
+        "../../envs/pipeline.yaml"
     script:
         "../scripts/export_report.py"
