@@ -171,20 +171,9 @@ Measured measure_proxy(const Options& o, uint32_t n, uint32_t msgs, uint64_t slo
   DevBuf<proxy::TunedProducer> tuned(n);
   std::vector<proxy::RingView> host(n), dev(n);
   for (uint32_t r = 0; r < n; ++r) {
-    proxy::RingView h{};
-    h.slots = slots_buf.p + size_t(r) * kCapacity;
-    h.head = &counters.p[r].head;
-    h.done = &counters.p[r].done;
-    h.reserve = &counters.p[r].tail;
-    h.capacity = kCapacity;
-    h.id = r;
-    host[r] = h;
-    proxy::RingView gv = h;
-    gv.slots = slots_buf.d + size_t(r) * kCapacity;
-    gv.head = &counters.d[r].head;
-    gv.done = &counters.d[r].done;
-    gv.reserve = reserve.p + r;
-    dev[r] = gv;
+    const auto v = proxy::mapped_ring_views(r, kCapacity, slots_buf.p, slots_buf.d, counters.p, counters.d, reserve.p);
+    host[r] = v.host;
+    dev[r] = v.dev;
   }
   KC_CUDA(cudaMemcpy(views.p, dev.data(), sizeof(proxy::RingView) * n, cudaMemcpyHostToDevice));
   softnic::SoftNic nic;

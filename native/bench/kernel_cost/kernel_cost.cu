@@ -373,20 +373,9 @@ class ProxyTransport : public Transport {
         timeout_ns_(uint64_t(o.timeout_ms) * 1000000ull) {
     std::vector<proxy::RingView> host(c.rings), dev(c.rings);
     for (uint32_t r = 0; r < c.rings; ++r) {
-      proxy::RingView h{};
-      h.slots = slots_.p + size_t(r) * kCapacity;
-      h.head = &counters_.p[r].head;
-      h.done = &counters_.p[r].done;
-      h.reserve = &counters_.p[r].tail;
-      h.capacity = kCapacity;
-      h.id = r;
-      host[r] = h;
-      proxy::RingView g = h;
-      g.slots = slots_.d + size_t(r) * kCapacity;
-      g.head = &counters_.d[r].head;
-      g.done = &counters_.d[r].done;
-      g.reserve = reserve_.p + r;  // GPU producers reserve with a device atomic
-      dev[r] = g;
+      const auto v = proxy::mapped_ring_views(r, kCapacity, slots_.p, slots_.d, counters_.p, counters_.d, reserve_.p);
+      host[r] = v.host;
+      dev[r] = v.dev;
     }
     KC_CUDA(cudaMemcpy(d_views_.p, dev.data(), sizeof(proxy::RingView) * dev.size(), cudaMemcpyHostToDevice));
     nic_ = std::make_unique<softnic::SoftNic>();

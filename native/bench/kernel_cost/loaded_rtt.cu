@@ -556,20 +556,9 @@ RttRun run_proxy(const RttConfig& c, const Options& o) {
   DevBuf<proxy::TunedProducer> tuned(2);
   std::vector<proxy::RingView> host(nrings), dev(nrings);
   for (uint32_t r = 0; r < nrings; ++r) {
-    proxy::RingView h{};
-    h.slots = slots.p + size_t(r) * kCapacity;
-    h.head = &counters.p[r].head;
-    h.done = &counters.p[r].done;
-    h.reserve = &counters.p[r].tail;
-    h.capacity = kCapacity;
-    h.id = r;
-    host[r] = h;
-    proxy::RingView gv = h;
-    gv.slots = slots.d + size_t(r) * kCapacity;
-    gv.head = &counters.d[r].head;
-    gv.done = &counters.d[r].done;
-    gv.reserve = reserve.p + r;  // GPU producers reserve with a device atomic (baseline)
-    dev[r] = gv;
+    const auto v = proxy::mapped_ring_views(r, kCapacity, slots.p, slots.d, counters.p, counters.d, reserve.p);
+    host[r] = v.host;
+    dev[r] = v.dev;
   }
   KC_CUDA(cudaMemcpy(views.p, dev.data(), sizeof(proxy::RingView) * nrings, cudaMemcpyHostToDevice));
   softnic::SoftNic nic;

@@ -250,20 +250,10 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
   std::vector<proxy::RingView> host_views(c.rings);
   pb::ProducerArgs args{};
   for (uint32_t r = 0; r < c.rings; ++r) {
-    proxy::RingView h{};
-    h.slots = slots.p + size_t(r) * c.capacity;
-    h.head = &counters.p[r].head;
-    h.done = &counters.p[r].done;
-    h.reserve = &counters.p[r].tail;
-    h.capacity = c.capacity;
-    h.id = r;
-    host_views[r] = h;
-    proxy::RingView g = h;
-    g.slots = slots.d + size_t(r) * c.capacity;
-    g.head = &counters.d[r].head;
-    g.done = c.completion == "gpu" ? gpu_done.p + r : &counters.d[r].done;
-    g.reserve = reserve.p + r;
-    args.rings[r] = g;
+    const auto v = proxy::mapped_ring_views(r, c.capacity, slots.p, slots.d, counters.p, counters.d, reserve.p);
+    host_views[r] = v.host;
+    args.rings[r] = v.dev;
+    if (c.completion == "gpu") args.rings[r].done = gpu_done.p + r;  // the worker writes it (stream memop)
   }
 
   // The NIC side.

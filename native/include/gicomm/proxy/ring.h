@@ -91,6 +91,32 @@ struct RingView {
   uint32_t id;             // ring index, for messages
 };
 
+// Ring r of a set laid out in mapped host memory, where the host reaches the slots and counters at
+// *_host and the GPU at *_dev: the view the workers use and the view GPU producers use (their
+// baseline enqueue reserves slots with a device atomic on reserve_dev[r]).
+struct RingViews {
+  RingView host;
+  RingView dev;
+};
+
+inline RingViews mapped_ring_views(uint32_t r, uint32_t capacity, Desc* slots_host, Desc* slots_dev,
+                                   RingCounters* counters_host, RingCounters* counters_dev,
+                                   uint64_t* reserve_dev) {
+  RingViews v{};
+  v.host.slots = slots_host + static_cast<size_t>(r) * capacity;
+  v.host.head = &counters_host[r].head;
+  v.host.done = &counters_host[r].done;
+  v.host.reserve = &counters_host[r].tail;
+  v.host.capacity = capacity;
+  v.host.id = r;
+  v.dev = v.host;
+  v.dev.slots = slots_dev + static_cast<size_t>(r) * capacity;
+  v.dev.head = &counters_dev[r].head;
+  v.dev.done = &counters_dev[r].done;
+  v.dev.reserve = reserve_dev + r;
+  return v;
+}
+
 // ---- Memory-access primitives, one definition per side -------------------------------------------
 // On the GPU every access to host memory is system scope; on the host they are C++ atomics (the
 // builtins, since the memory is shared with a device and not declared std::atomic).
