@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,4 +19,9 @@ def logged(snakemake: Any) -> Iterator[None]:
         contextlib.redirect_stdout(log),
         contextlib.redirect_stderr(log),
     ):
-        yield
+        try:
+            yield
+        except BaseException:
+            # The reason a job failed belongs in its log (on a cluster, the only file a user reads).
+            traceback.print_exc(file=log)
+            raise

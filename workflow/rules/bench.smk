@@ -13,6 +13,7 @@ rule bench_batch:
     conda:
         "../../envs/pipeline.yaml"
     resources:
+        **platform_resources("gpu"),
         gpu_jobs=lambda w: LAYOUT.gpu_jobs(w.experiment),
     params:
         partial=lambda w: LAYOUT.partial(w.experiment, w.host, w.run, w.batch),

@@ -12,6 +12,8 @@ rule build_native:
     conda:
         "../../envs/native.yaml"
     threads: CAMPAIGN.native["build_jobs"]
+    resources:
+        **platform_resources("build"),
     params:
         cuda=CAMPAIGN.native["cuda"],
         cuda_archs=CAMPAIGN.native["cuda_archs"],

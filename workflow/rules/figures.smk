@@ -59,6 +59,7 @@ for _campaign in LAYOUT.reported_campaigns():
             ],
         log:
             f"results/{_campaign}/logs/figures/experiments.log",
+        localrule: True
         conda:
             "../../envs/pipeline.yaml"
         params:

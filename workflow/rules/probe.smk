@@ -7,10 +7,10 @@ rule probe_host:
         "results/{campaign}/hosts/{host}/hardware.json",
     log:
         "results/{campaign}/logs/probe/{host}.log",
-    localrule: False
     conda:
         "../../envs/pipeline.yaml"
     resources:
+        **platform_resources("probe"),
         gpu_jobs=0,
     script:
         "../scripts/probe_host.py"
