@@ -172,3 +172,15 @@ def test_opt_in_experiments_run_only_when_named(tmp_path: Path):
     assert "long_soak" not in load_campaign(default_config(), config_dir=cfg_dir).experiments
     named = {**default_config(), "experiments": ["long_soak"]}
     assert list(load_campaign(named, config_dir=cfg_dir).experiments) == ["long_soak"]
+
+
+@pytest.mark.parametrize(("key", "value"), [("transport", "mini-gdaa"), ("nic_backend", "softnic")])
+def test_unknown_transport_or_backend_is_refused(tmp_path: Path, key: str, value: str):
+    src = yaml.safe_load((REPO / "config/experiments/one_op.yaml").read_text())
+    src["sweep"][key] = [value]
+    p = tmp_path / "one_op.yaml"
+    p.write_text(yaml.safe_dump(src))
+    with pytest.raises(
+        ConfigError, match=f"'{key}': value '{value}' is not a known {key}; allowed:"
+    ):
+        load_experiment(p)

@@ -93,6 +93,27 @@ def expand_sweep(experiment: str, sweep: dict[str, list[Any]]) -> list[Point]:
     return points
 
 
+def known_values() -> dict[str, list[str]]:
+    """Parameters whose values gicomm knows: transport (experiment schema) and nic_backend (the
+    record schema's enum), so a typo fails at load instead of producing skipped points."""
+    return {
+        "transport": load_schema("experiment")["$defs"]["transport"]["enum"],
+        "nic_backend": list(load_schema("record")["properties"]["nic_backend"]["enum"]),
+    }
+
+
+def check_known_values(path: Path, blocks: list[dict[str, Any]]) -> None:
+    for name, allowed in known_values().items():
+        for block in blocks:
+            values = block.get(name, [])
+            for v in values if isinstance(values, list) else [values]:
+                if v not in allowed:
+                    raise ConfigError(
+                        f"{path}: '{name}': value {v!r} is not a known {name}; "
+                        f"allowed: {', '.join(allowed)}"
+                    )
+
+
 def as_blocks(sweep: Block | list[Block]) -> list[Block]:
     return sweep if isinstance(sweep, list) else [sweep]
 
@@ -130,6 +151,7 @@ def load_experiment(path: str | Path) -> Experiment:
             if isinstance(reduced, list)
             else [{k: reduced.get(k, v) for k, v in block.items()} for block in full]
         )
+    check_known_values(path, full + [w["when"] for w in data.get("needs_when", [])])
     for i, w in enumerate(data.get("needs_when", [])):
         unknown = sorted(set(w["when"]) - set(swept))
         if unknown:
