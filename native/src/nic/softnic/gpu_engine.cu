@@ -37,13 +37,18 @@ struct GpuMem {
         if (src_aligned) {
           v = __ldcv(reinterpret_cast<const unsigned long long*>(s + i));
         } else {
-          memcpy(&v, s + i, 8);
+          unsigned char b[8];
+          for (int k = 0; k < 8; ++k) b[k] = __ldcv(s + i + k);
+          memcpy(&v, b, 8);
         }
         *reinterpret_cast<unsigned long long*>(d + i) = v;
       }
       return;
     }
-    for (uint32_t i = 0; i < n; ++i) d[i] = s[i];
+    // Every load of the source bypasses the caches, as above: the source is another GPU's memory
+    // that its producer rewrites between operations, and a cached line would be stale (a plain
+    // byte loop here once returned old payload bytes for lengths not a multiple of 8).
+    for (uint32_t i = 0; i < n; ++i) d[i] = __ldcv(s + i);
   }
   __device__ uint64_t fetch_add(uint64_t* p, uint64_t add) {
     return atomicAdd_system(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(add));
