@@ -8,7 +8,6 @@ missing. A point that hangs or crashes the driver is recorded as failed and the 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from gicomm.experiments import Experiment, Point
 from gicomm.fsutil import write_atomic
 from gicomm.needs import unmet_needs
 from gicomm.probe import probe_node
-from gicomm.records import append_records, iter_records
+from gicomm.records import append_records, iter_records, new_record
 
 EXIT_MISSING_HARDWARE = 3
 
@@ -70,31 +69,25 @@ def log(msg: str) -> None:
     print(f"[gicomm] {msg}", file=sys.stderr, flush=True)
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
 def status_records(job: BatchJob, point: Point, status: str, error: str) -> list[dict[str, Any]]:
     """Records saying why a point was not measured (one per metric, so every figure shows it)."""
     return [
-        {
-            "schema_version": 1,
-            "campaign": job.campaign,
-            "host": job.host,
-            "platform": job.platform,
-            "experiment": job.experiment.name,
-            "transport": str(point.params.get("transport", "none")),
-            "nic_backend": str(point.params.get("nic_backend", "none")),
-            "point_id": point.point_id,
-            "params": point.params,
-            "metric": metric,
-            "unit": "",
-            "run_index": job.run_index,
-            "provenance_id": job.hardware.get("provenance_id", "unknown"),
-            "status": status,
-            "error": error,
-            "timestamp": _now(),
-        }
+        new_record(
+            campaign=job.campaign,
+            host=job.host,
+            platform=job.platform,
+            experiment=job.experiment.name,
+            transport=str(point.params.get("transport", "none")),
+            nic_backend=str(point.params.get("nic_backend", "none")),
+            params=point.params,
+            metric=metric,
+            unit="",
+            run_index=job.run_index,
+            provenance_id=job.hardware.get("provenance_id", "unknown"),
+            status=status,
+            error=error,
+            point_id=point.point_id,
+        )
         for metric in job.experiment.metrics
     ]
 

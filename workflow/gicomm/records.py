@@ -6,6 +6,7 @@ line (a process killed mid-write) is reported as such, so the caller can decide 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -70,6 +71,47 @@ def read_records(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     for p in paths:
         out.extend(iter_records(p))
     return out
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def new_record(
+    *,
+    campaign: str,
+    host: str,
+    platform: str,
+    experiment: str,
+    transport: str,
+    nic_backend: str,
+    params: dict[str, Any],
+    metric: str,
+    unit: str,
+    run_index: int,
+    provenance_id: str,
+    status: str,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A schema-v1 record written by Python (skipped points, parsed upstream logs), stamped now;
+    `fields` adds the optional ones (stats, error, sm_clock_mhz, point_id, ...)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "campaign": campaign,
+        "host": host,
+        "platform": platform,
+        "experiment": experiment,
+        "transport": transport,
+        "nic_backend": nic_backend,
+        "params": params,
+        "metric": metric,
+        "unit": unit,
+        "run_index": run_index,
+        "provenance_id": provenance_id,
+        "status": status,
+        "timestamp": utc_now(),
+        **fields,
+    }
 
 
 def append_records(path: str | Path, records: Iterable[dict[str, Any]]) -> None:

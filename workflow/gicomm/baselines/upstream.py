@@ -3,10 +3,10 @@ belong to, and a failed record (with the reason) when a log holds no result."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from gicomm.baselines.parsers import ParseError, parse, to_records
+from gicomm.records import new_record
 
 # tool -> (transport, nic_backend) of the records its numbers become.
 UPSTREAM: dict[str, tuple[str, str]] = {
@@ -36,23 +36,21 @@ def records_from_log(
         rows = parse(tool, text)
     except ParseError as exc:
         return [
-            {
-                "schema_version": 1,
-                "campaign": campaign,
-                "host": host,
-                "platform": platform,
-                "experiment": experiment,
-                "transport": transport,
-                "nic_backend": nic_backend,
-                "params": {"tool": tool},
-                "metric": "upstream",
-                "unit": "",
-                "run_index": run_index,
-                "provenance_id": provenance_id,
-                "status": "failed",
-                "error": f"{tool} log holds no result: {exc}",
-                "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            }
+            new_record(
+                campaign=campaign,
+                host=host,
+                platform=platform,
+                experiment=experiment,
+                transport=transport,
+                nic_backend=nic_backend,
+                params={"tool": tool},
+                metric="upstream",
+                unit="",
+                run_index=run_index,
+                provenance_id=provenance_id,
+                status="failed",
+                error=f"{tool} log holds no result: {exc}",
+            )
         ]
     return to_records(
         rows,

@@ -9,10 +9,11 @@ a median. Times are converted to ns, rates to Mmsg/s, bandwidths to GB/s.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from gicomm.records import new_record
 
 Scalar = str | int | float | bool
 
@@ -55,29 +56,26 @@ def to_records(
     sm_clock_mhz: float | None = None,
 ) -> list[dict[str, Any]]:
     """Records for `rows`, one per printed number."""
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     out = []
     for row in rows:
         p: dict[str, Scalar] = {**(params or {}), **row.params, "upstream_stat": row.upstream_stat}
         out.append(
-            {
-                "schema_version": 1,
-                "campaign": campaign,
-                "host": host,
-                "platform": platform,
-                "experiment": experiment,
-                "transport": transport,
-                "nic_backend": nic_backend,
-                "params": p,
-                "metric": row.metric,
-                "unit": row.unit,
-                "stats": {"n": 1, "p50": row.value},
-                "sm_clock_mhz": sm_clock_mhz,
-                "run_index": run_index,
-                "provenance_id": provenance_id,
-                "status": "ok",
-                "timestamp": now,
-            }
+            new_record(
+                campaign=campaign,
+                host=host,
+                platform=platform,
+                experiment=experiment,
+                transport=transport,
+                nic_backend=nic_backend,
+                params=p,
+                metric=row.metric,
+                unit=row.unit,
+                run_index=run_index,
+                provenance_id=provenance_id,
+                status="ok",
+                stats={"n": 1, "p50": row.value},
+                sm_clock_mhz=sm_clock_mhz,
+            )
         )
     return out
 
