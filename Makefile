@@ -44,7 +44,7 @@ native-test: setup
 	ctest --test-dir $(NATIVE_BUILD) --output-on-failure -j $(JOBS)
 
 pytest: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=12
 
 test: lint native-test pytest
 
