@@ -50,16 +50,6 @@ uint32_t wqebbs_of_put(uint32_t size, bool inl) {
   return mlx5::wqebbs_of_ds(2 + mlx5::inline_seg_ds(size));
 }
 
-// Waits until the QP's last WQE (starting `nbb` WQEBBs before tq.pi) has its CQE, then marks every
-// WQEBB up to tq.pi complete. gda.cuh's quiet targets tq.pi with the frontier "CQE counter + 1",
-// which is right for single-WQEBB WQEs only: a CQE names its WQE's first WQEBB, so a quiet after
-// a 2..4-WQEBB inline WQE would wait for a frontier that never comes.
-__device__ __forceinline__ bool wait_last(const Context& ctx, ThreadQp& tq, uint32_t nbb) {
-  if (!wait_complete(ctx, tq.cq, nullptr, &tq.cons, tq.pi - nbb + 1, WaitSite::cq)) return false;
-  tq.cons = tq.pi;
-  return true;
-}
-
 __device__ __forceinline__ PutOp sized_op(const Target& t, uint64_t raddr, uint64_t laddr, uint32_t size, bool inl,
                                           uint64_t value) {
   PutOp op{};
@@ -81,7 +71,7 @@ struct TimedOut {
 
 // ---- Fig. 3: one op of `size` bytes ------------------------------------------------------------------
 template <bool kInline>
-__global__ void sized_one_op_kernel(Context ctx, Target tg, uint32_t size, uint32_t nbb, int warmup, int iters,
+__global__ void sized_one_op_kernel(Context ctx, Target tg, uint32_t size, int warmup, int iters,
                                     TimedOut* out) {
   ThreadQp tq(&ctx.qps[0]);
   const ClockSample s0 = clock_sample();
@@ -95,7 +85,7 @@ __global__ void sized_one_op_kernel(Context ctx, Target tg, uint32_t size, uint3
     const long long t0 = clock64();
     if (!tq.put<Fence>(ctx, op, true)) break;
     const long long t1 = clock64();
-    if (!wait_last(ctx, tq, nbb)) break;
+    if (!tq.quiet(ctx)) break;
     const long long t2 = clock64();
     if (i >= 0) {
       out->issue[i] = t1 - t0;
@@ -109,7 +99,7 @@ __global__ void sized_one_op_kernel(Context ctx, Target tg, uint32_t size, uint3
 
 // ---- Fig. 3: message rate, one thread per QP, `batch` WQEs per doorbell ---------------------------------
 template <bool kInline>
-__global__ void sized_rate_kernel(Context ctx, Target tg, uint32_t size, uint32_t nbb, uint32_t ops,
+__global__ void sized_rate_kernel(Context ctx, Target tg, uint32_t size, uint32_t ops,
                                   uint32_t batch, uint32_t slots) {
   const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   ThreadQp tq(&ctx.qps[t]);
@@ -118,7 +108,7 @@ __global__ void sized_rate_kernel(Context ctx, Target tg, uint32_t size, uint32_
     const PutOp op = sized_op(tg, tg.dst + kSlot * slot, tg.src + kSlot * (slot & 127), size, kInline, slot);
     if (!tq.put<Fence>(ctx, op, (j % batch) == batch - 1 || j + 1 == ops)) return;
   }
-  if (wait_last(ctx, tq, nbb)) tq.flush();
+  if (tq.quiet(ctx)) tq.flush();
 }
 
 // ---- Fig. 4: one op, then a used-QP or an all-QP quiet ----------------------------------------------------
@@ -231,9 +221,9 @@ std::vector<Record> inline_payload(const bench::Point& p, const bench::Options& 
   const int iters = o.iters;
   const Timed t = run_timed(env, iters, "inline_payload one-op kernel", [&](TimedOut* d_out) {
     if (inl) {
-      sized_one_op_kernel<true><<<1, 1>>>(ctx, env.tg, sz, nbb, o.warmup, iters, d_out);
+      sized_one_op_kernel<true><<<1, 1>>>(ctx, env.tg, sz, o.warmup, iters, d_out);
     } else {
-      sized_one_op_kernel<false><<<1, 1>>>(ctx, env.tg, sz, nbb, o.warmup, iters, d_out);
+      sized_one_op_kernel<false><<<1, 1>>>(ctx, env.tg, sz, o.warmup, iters, d_out);
     }
   });
   // Check the last op's payload landed whole: destination slot == source slot (or the 8-byte value).
@@ -259,9 +249,9 @@ std::vector<Record> inline_payload(const bench::Point& p, const bench::Options& 
   const uint32_t ops = static_cast<uint32_t>(std::max<uint64_t>(1, wqes / qps));
   auto launch = [&](uint32_t n) {
     if (inl) {
-      sized_rate_kernel<true><<<qps, 1>>>(ctx, env.tg, sz, nbb, n, batch, slots);
+      sized_rate_kernel<true><<<qps, 1>>>(ctx, env.tg, sz, n, batch, slots);
     } else {
-      sized_rate_kernel<false><<<qps, 1>>>(ctx, env.tg, sz, nbb, n, batch, slots);
+      sized_rate_kernel<false><<<qps, 1>>>(ctx, env.tg, sz, n, batch, slots);
     }
   };
   launch(std::max<uint32_t>(1, ops / 10));  // warm-up
@@ -292,6 +282,10 @@ std::vector<Record> inline_payload(const bench::Point& p, const bench::Options& 
     if (f.opcode != mlx5::kCqeReq || f.wqe_counter != want)
       throw PointFailure("rate check: QP " + std::to_string(i) + " last CQE counter " + std::to_string(f.wqe_counter) +
                          ", expected " + std::to_string(want));
+    // quiet's frontier reached the producer index exactly (a WQE of nbb WQEBBs is complete as a whole).
+    if (now[i].cons_head != now[i].resv_head)
+      throw PointFailure("rate check: QP " + std::to_string(i) + " quiet ended at WQEBB " +
+                         std::to_string(now[i].cons_head) + ", producer at " + std::to_string(now[i].resv_head));
   }
   Record r = Record::ok("msg_rate", "Mmsg/s", bench::compute_stats(rates));
   r.sm_clock_mhz = probe_sm_clock_mhz();

@@ -253,8 +253,12 @@ SessionConfig base_config(const bench::Options& o, uint32_t qps) {
     throw PointFailure("gicomm-bench-gda runs on softnic-gpu, softnic-cpu or mlx5, not " + c.engine);
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) throw bench::HardwareMissing("no CUDA GPU visible");
-  if (c.engine == "softnic-gpu" && ndev < 2) c.engine_device = 0;  // reserved SMs of one GPU
-  if (c.engine == "softnic-gpu" && ndev < 2) c.engine_blocks = 16;
+  // The benchmarks allocate and free per point, and cudaFree synchronizes the whole device: with
+  // the persistent engine kernel on the producer's own GPU that would wait for the engine. The
+  // same-GPU placement is checked by gicomm-gda-gpu-check; the benchmarks need the peer GPU.
+  if (c.engine == "softnic-gpu" && ndev < 2)
+    throw bench::HardwareMissing("nic backend softnic-gpu: the benchmarks run the engine on a peer GPU; " +
+                                 std::to_string(ndev) + " GPU visible");
   return c;
 }
 

@@ -1,13 +1,16 @@
-// GPU protocol check of mini-gda on the softnic (needs a GPU; two for the gpu engine).
+// GPU protocol check of mini-gda on the softnic (needs a GPU; two for the peer-GPU engine).
 //
-// For each engine (softnic-cpu: queues in pinned host memory; softnic-gpu: queues in GPU 0, engine
-// kernel on GPU 1) and each submission mode (per-thread, lock, hand-off, warp-cooperative, hybrid):
-// GPU threads post inline and pointer RDMA writes of 8..20 bytes with batches of 1..8 WQEs per
-// doorbell to unique destination slots; the host then checks every payload byte and that nothing
-// else was written, that the engine executed exactly the WQEs posted with no error CQE, and that
-// each QP's last CQE names its last WQE. Then: all seven ordering variants (per-thread mode), an
-// error CQE (bad rkey) reported by the GPU with its syndrome, and a timeout (engine stopped) that
-// ends the kernel with the QP and counters instead of hanging.
+// Engines: softnic-cpu (queues in pinned host memory, host threads poll); softnic-gpu (queues in
+// GPU 0, engine kernel on GPU 1); softnic-gpu-same (engine kernel on 16 blocks of GPU 0 beside the
+// producers). For each engine and each submission mode (per-thread, lock, hand-off, warp-
+// cooperative, hybrid), GPU threads post RDMA writes with batches of 1..8 WQEs per doorbell to
+// unique destination slots: inline and pointer payloads of 8..20 bytes (one WQEBB) in the shared-
+// queue modes, up to 220-byte inline payloads (up to 4 WQEBBs) in the per-thread modes. The host
+// then checks every payload byte and that nothing else was written, that the engine executed
+// exactly the WQEs posted with no error CQE, that each QP's last CQE names its last WQE and that
+// quiet's completion frontier reached the producer index. Then: all seven ordering variants
+// (per-thread mode), an error CQE (bad rkey) reported by the GPU with its syndrome, and a timeout
+// (engine stopped) that ends the kernel with the QP and counters instead of hanging.
 // Exit: 0 pass, 1 fail, 77 no GPU (ctest SKIP).
 #include <cuda_runtime.h>
 
@@ -48,7 +51,7 @@ static const char* mode_name(int m) {
   return n[m];
 }
 
-constexpr uint32_t kSlot = 32;
+constexpr uint32_t kSlot = 256;
 
 __host__ __device__ inline uint64_t pattern(uint32_t t, uint32_t j) {
   uint64_t x = (uint64_t(t) << 32) ^ (j * 0x9e3779b97f4a7c15ull) ^ 0x5bd1e995ull;
@@ -56,11 +59,22 @@ __host__ __device__ inline uint64_t pattern(uint32_t t, uint32_t j) {
   x *= 0xbf58476d1ce4e5b9ull;
   return x ^ (x >> 32);
 }
-__host__ __device__ inline uint32_t op_length(uint32_t j) {
-  const uint32_t lens[4] = {8, 8, 16, 20};
-  return lens[j % 4];
+// Narrow ops fit one WQEBB (the shared-queue modes need that); wide ops (per-thread modes) add
+// inline payloads of 2..4 WQEBBs, whose completion a CQE names by their first WQEBB.
+__host__ __device__ inline uint32_t op_length(uint32_t j, bool wide) {
+  const uint32_t lens[8] = {8, 8, 16, 20, 60, 100, 150, mlx5::kMaxInlineRc};
+  return wide ? lens[j % 8] : lens[j % 4];
 }
-__host__ __device__ inline bool op_inline(uint32_t j) { return (j % 4) == 0 || (j % 4) == 3; }
+__host__ __device__ inline bool op_inline(uint32_t j, bool wide) {
+  const uint32_t k = j % (wide ? 8 : 4);
+  return k == 0 || k == 3 || k == 4 || k == 5 || k == 7;
+}
+// WQEBBs of op j (as build_put encodes it).
+inline uint32_t op_wqebbs(uint32_t j, bool wide) {
+  const uint32_t len = op_length(j, wide);
+  if (!op_inline(j, wide) || len == 8) return 1;
+  return mlx5::wqebbs_of_ds(2 + mlx5::inline_seg_ds(len));
+}
 
 struct Buffers {
   uint8_t* dst;   // slots, poisoned with 0xee
@@ -68,21 +82,21 @@ struct Buffers {
   uint32_t dst_rkey, src_lkey;
 };
 
-__device__ inline PutOp make_op(const Buffers& b, uint32_t t, uint32_t j, uint32_t ops_per_thread) {
+__device__ inline PutOp make_op(const Buffers& b, uint32_t t, uint32_t j, uint32_t ops_per_thread, bool wide = false) {
   const uint64_t slot = uint64_t(t) * ops_per_thread + j;
   PutOp op{};
   op.raddr = reinterpret_cast<uint64_t>(b.dst + slot * kSlot);
   op.rkey = b.dst_rkey;
   op.lkey = b.src_lkey;
   op.laddr = reinterpret_cast<uint64_t>(b.src + slot * kSlot);
-  op.length = op_length(j);
-  op.inline_data = op_inline(j);
+  op.length = op_length(j, wide);
+  op.inline_data = op_inline(j, wide);
   op.value = pattern(t, j);
   return op;
 }
 
 template <int M, class Order>
-__global__ void protocol_kernel(Context ctx, Buffers b, uint32_t ops_per_thread) {
+__global__ void protocol_kernel(Context ctx, Buffers b, uint32_t ops_per_thread, bool wide) {
   const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   const uint32_t nthreads = gridDim.x * blockDim.x;
   const uint32_t qpi = (M == kWarp) ? (t / 32) % ctx.num_qps : t % ctx.num_qps;
@@ -95,7 +109,7 @@ __global__ void protocol_kernel(Context ctx, Buffers b, uint32_t ops_per_thread)
     for (uint32_t j = 0; j < ops_per_thread; ++j) {
       const uint32_t batch = 1 + (t + j / 8) % 8;
       const bool last = (j % batch) == batch - 1 || j + 1 == ops_per_thread;
-      const PutOp op = make_op(b, t, j, ops_per_thread);
+      const PutOp op = make_op(b, t, j, ops_per_thread, wide);
       const bool ok = (M == kThread) ? tq.put<Order>(ctx, op, last) : hq.put(ctx, op, last);
       if (!ok) return;
     }
@@ -149,10 +163,23 @@ struct Alloc {
   void download(void* h) const { CUDA(cudaMemcpy(h, p, bytes, cudaMemcpyDefault)); }
 };
 
+// Engines: softnic-cpu; softnic-gpu (engine kernel on GPU 1, the producer's peer); softnic-gpu-same
+// (engine kernel on 16 blocks of GPU 0 beside the producer: "reserved SMs of one GPU"). With the
+// engine on the producer's GPU nothing may synchronize the whole device while it runs (it is a
+// persistent kernel): kernels are waited for on their stream, buffers freed after stop_engine().
+static SessionConfig session_for(const std::string& engine) {
+  SessionConfig sc;
+  sc.engine = engine == "softnic-gpu-same" ? "softnic-gpu" : engine;
+  if (engine == "softnic-gpu-same") {
+    sc.engine_device = 0;
+    sc.engine_blocks = 16;
+  }
+  return sc;
+}
+
 template <int M, class Order>
 static void run_mode(const std::string& engine, uint32_t num_qps, uint32_t threads, uint32_t ops) {
-  SessionConfig sc;
-  sc.engine = engine;
+  SessionConfig sc = session_for(engine);
   sc.num_qps = num_qps;
   sc.sq_wqebbs = 256;
   sc.hybrid = M == kHybrid;
@@ -176,9 +203,10 @@ static void run_mode(const std::string& engine, uint32_t num_qps, uint32_t threa
   s.start_engine();
   CUDA(cudaSetDevice(0));
   const uint32_t block = threads < 128 ? threads : 128;
-  protocol_kernel<M, Order><<<(threads + block - 1) / block, block>>>(s.context(), b, ops);
+  const bool wide = M == kThread || M == kHybrid;
+  protocol_kernel<M, Order><<<(threads + block - 1) / block, block>>>(s.context(), b, ops, wide);
   CUDA(cudaGetLastError());
-  CUDA(cudaDeviceSynchronize());
+  CUDA(cudaStreamSynchronize(0));
   const std::string err = s.take_error();
   s.stop_engine();
   const softnic::Counters c = s.engine_counters();
@@ -191,9 +219,9 @@ static void run_mode(const std::string& engine, uint32_t num_qps, uint32_t threa
   for (uint32_t t = 0; t < threads; ++t)
     for (uint32_t j = 0; j < ops; ++j) {
       const uint8_t* slot = &hdst[(size_t(t) * ops + j) * kSlot];
-      const uint32_t len = op_length(j);
+      const uint32_t len = op_length(j, wide);
       uint8_t expect[kSlot];
-      if (op_inline(j) && len == 8) {
+      if (op_inline(j, wide) && len == 8) {
         const uint64_t v = pattern(t, j);
         std::memcpy(expect, &v, 8);
       } else {
@@ -205,7 +233,8 @@ static void run_mode(const std::string& engine, uint32_t num_qps, uint32_t threa
         std::fprintf(stderr, "%s: slot t=%u j=%u len=%u wrong\n", label.c_str(), t, j, len);
     }
   CHECK(bad == 0, "%s: %zu of %zu slots wrong", label.c_str(), bad, slots);
-  // Each QP's collapsed CQE names its last WQE.
+  // Each QP's collapsed CQE names its last WQE (by its first WQEBB), and the quiet's frontier
+  // reached the producer index exactly (a multi-WQEBB last WQE included).
   const auto qps = s.read_qps();
   for (uint32_t i = 0; i < num_qps; ++i) {
     mlx5::Cqe64 cqe;
@@ -213,10 +242,14 @@ static void run_mode(const std::string& engine, uint32_t num_qps, uint32_t threa
     const mlx5::CqeFields f = mlx5::decode_cqe(cqe);
     const uint64_t posted = qps[i].resv_head;
     if (posted == 0) continue;
-    CHECK(f.opcode == mlx5::kCqeReq && f.wqe_counter == static_cast<uint16_t>(posted - 1),
+    const uint32_t nbb = wide ? op_wqebbs(ops - 1, true) : 1;  // per-thread modes: QP i's last op is thread i's
+    CHECK(f.opcode == mlx5::kCqeReq && f.wqe_counter == static_cast<uint16_t>(posted - nbb),
           "%s: QP %u last CQE opcode %u counter %u, expected counter %u", label.c_str(), i, f.opcode, f.wqe_counter,
-          unsigned(static_cast<uint16_t>(posted - 1)));
+          unsigned(static_cast<uint16_t>(posted - nbb)));
+    CHECK(qps[i].cons_head == posted, "%s: QP %u: quiet ended at WQEBB %llu, producer at %llu", label.c_str(), i,
+          (unsigned long long)qps[i].cons_head, (unsigned long long)posted);
   }
+
   std::printf("%-40s %6zu WQEs ok (stale retries %llu)\n", label.c_str(), slots, (unsigned long long)c.stale_retries);
 }
 
@@ -245,8 +278,7 @@ __global__ void timeout_kernel(Context ctx, uint64_t raddr, uint32_t rkey) {
 
 static void run_failures(const std::string& engine) {
   for (int which = 0; which < 2; ++which) {
-    SessionConfig sc;
-    sc.engine = engine;
+    SessionConfig sc = session_for(engine);
     sc.num_qps = 1;
     sc.timeout_ms = 300;
     Session s(sc);
@@ -259,7 +291,7 @@ static void run_failures(const std::string& engine) {
     } else {
       timeout_kernel<<<1, 1>>>(s.context(), mr.addr, mr.rkey);  // no engine running
     }
-    CUDA(cudaDeviceSynchronize());
+    CUDA(cudaStreamSynchronize(0));
     const std::string err = s.take_error();
     s.stop_engine();
     if (which == 0) {
@@ -276,7 +308,7 @@ static void run_failures(const std::string& engine) {
 
 template <class Order>
 static void run_variant(const std::string& engine) {
-  run_mode<kThread, Order>(engine, 16, 16, 300);
+  run_mode<kThread, Order>(engine, 16, 16, 304);  // the last op: 220 B inline, 4 WQEBBs
 }
 
 int main(int argc, char** argv) {
@@ -285,15 +317,15 @@ int main(int argc, char** argv) {
     std::printf("SKIP: no GPU visible\n");
     return 77;
   }
-  std::vector<std::string> engines = {"softnic-cpu"};
+  std::vector<std::string> engines = {"softnic-cpu", "softnic-gpu-same"};
   if (ndev >= 2) engines.push_back("softnic-gpu");
   if (argc > 1) engines = {argv[1]};
   for (const std::string& e : engines) {
-    run_mode<kThread, order::GpuFence>(e, 64, 64, 400);
+    run_mode<kThread, order::GpuFence>(e, 64, 64, 400);  // ends with a 4-WQEBB inline op
     run_mode<kLock, order::GpuFence>(e, 8, 256, 64);
     run_mode<kHandoff, order::GpuFence>(e, 8, 256, 64);
     run_mode<kWarp, order::GpuFence>(e, 8, 256, 64);
-    run_mode<kHybrid, order::GpuFence>(e, 16, 16, 300);
+    run_mode<kHybrid, order::GpuFence>(e, 16, 16, 304);
     run_variant<order::None>(e);
     run_variant<order::FencedDbrec>(e);
     run_variant<order::GpuRelease>(e);
@@ -302,7 +334,7 @@ int main(int argc, char** argv) {
     run_variant<order::SysFence>(e);
     run_failures(e);
   }
-  if (ndev < 2) std::printf("note: one GPU only: the gpu engine (peer GPU) was not checked\n");
+  if (ndev < 2) std::printf("note: one GPU only: the gpu engine ran on reserved SMs of GPU 0; its peer-GPU placement was not checked\n");
   if (failures) {
     std::printf("gpu protocol: %d FAILURES\n", failures);
     return 1;

@@ -367,9 +367,86 @@ static void run_errors() {
               (unsigned long long)c.flushes, (unsigned long long)c.stale_retries);
 }
 
+// A collapsed CQ names the *first* WQEBB of the newest completed WQE; the completion frontier a
+// consumer derives from it (m::frontier_after_cqe, the same function mini-gda's quiet uses on the
+// GPU) must reach the producer index exactly after WQEs of 1..4 WQEBBs (inline writes up to
+// kMaxInlineRc bytes), never pass it, and never move backwards.
+static void run_multi_wqebb_frontier() {
+  sn::SoftNic nic;
+  std::vector<uint8_t> src(4096), dst(64 * kSlot, 0);
+  std::mt19937 rng(7);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());  // inline payloads: no source MR
+  auto dst_mr = nic.register_mr(dst.data(), dst.size(), sn::kAccessRemoteWrite);
+  sn::QueueConfig qc;
+  qc.sq_wqebbs = 64;
+  qc.collapsed_cq = true;
+  const uint32_t qp = nic.create_qp(qc);
+  sn::CpuEngine engine(nic, 1);
+  engine.start();
+  m::HostSq sq(nic.sq(qp));
+  const m::Cqe64* cqe = nic.cq(qp).buf;
+  unsigned long long frontier = 0;
+  uint32_t multi = 0, slot = 0;
+  for (int round = 0; round < 400 && failures.load() == 0; ++round) {
+    const uint32_t batch = 1 + rng() % 6;  // at most 24 WQEBBs in flight: the ring (64) never wraps onto them
+    uint32_t last_slot = 0, last_len = 0, last_off = 0;
+    for (uint32_t k = 0; k < batch; ++k) {
+      const uint32_t len = 1 + rng() % m::kMaxInlineRc;
+      const uint32_t off = rng() % (4096 - len);
+      last_slot = slot++ % 64;
+      m::WqeImage img;
+      const uint32_t ds = m::build_rdma_write_inline(img, sq.header(true), dst_mr.addr + last_slot * kSlot, dst_mr.rkey,
+                                                     src.data() + off, len);
+      multi += m::wqebbs_of_ds(ds) > 1;
+      sq.push(img, ds);
+      last_len = len;
+      last_off = off;
+    }
+    sq.ring();
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (frontier != sq.pi()) {
+      const uint32_t tail = __atomic_load_n(&cqe->w[15], __ATOMIC_ACQUIRE);
+      if (m::op_own_opcode(m::tail_op_own(tail)) == m::kCqeReq) {
+        const uint16_t counter = m::tail_wqe_counter(tail);
+        const m::Seg16 ctrl = *reinterpret_cast<const m::Seg16*>(m::wqebb_ptr(sq.desc().buf, 64, counter));
+        const unsigned long long f = m::frontier_after_cqe(frontier, counter, ctrl);
+        CHECK(f >= frontier && f <= sq.pi(), "round %d: frontier %llu from counter %u (was %llu, producer at %u)", round,
+              f, counter, frontier, sq.pi());
+        frontier = f;
+      }
+      if (Clock::now() > deadline) {
+        CHECK(false, "round %d: frontier stuck at %llu, producer at %u", round, frontier, sq.pi());
+        break;
+      }
+    }
+    CHECK(std::memcmp(dst.data() + last_slot * kSlot, src.data() + last_off, last_len) == 0,
+          "round %d: the last %u-byte inline write did not land", round, last_len);
+  }
+  engine.stop();
+  CHECK(multi > 100, "only %u multi-WQEBB WQEs were posted", multi);
+  // The pure function at its edges: a CQE behind the base; a slot already reused by a newer WQE.
+  m::WqeImage img;
+  m::WqeHeader h;
+  h.pi = 70;
+  h.qpn = 5;
+  m::build_rdma_write_inline(img, h, 0, 0, src.data(), 200);  // 4 WQEBBs
+  CHECK(m::frontier_after_cqe(74, 70, img.seg[0]) == 74, "a CQE behind the base moved the frontier");
+  CHECK(m::frontier_after_cqe(70, 70, img.seg[0]) == 74, "a 4-WQEBB WQE at the base: frontier %llu",
+        m::frontier_after_cqe(70, 70, img.seg[0]));
+  CHECK(m::frontier_after_cqe(66, 70, img.seg[0]) == 74, "a 4-WQEBB WQE ahead of the base");
+  CHECK(m::frontier_after_cqe(60, 69, img.seg[0]) == 70, "a reused slot (index 70, CQE 69) is not one WQEBB");
+  h.pi = 4;  // the unwrapped index 65540 as the 16-bit counter sees it
+  m::build_rdma_write_inline(img, h, 0, 0, src.data(), 200);
+  CHECK(m::frontier_after_cqe(65530, 4, img.seg[0]) == 65544, "16-bit wrap of the counter: frontier %llu",
+        m::frontier_after_cqe(65530, 4, img.seg[0]));
+  std::printf("multi-WQEBB frontier: 400 rounds, %u multi-WQEBB WQEs, frontier %llu, producer %u\n", multi, frontier,
+              sq.pi());
+}
+
 int main(int argc, char** argv) {
   const bool errors_only = argc > 1 && std::string(argv[1]) == "--errors-only";
   if (!errors_only) run_protocol();
+  if (!errors_only) run_multi_wqebb_frontier();
   run_errors();
   if (failures.load()) {
     std::fprintf(stderr, "FAILED (%d checks)\n", failures.load());

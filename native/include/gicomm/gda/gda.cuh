@@ -116,13 +116,18 @@ __device__ __forceinline__ void report(const Context& ctx, WaitSite site, const 
 // it from global memory after each acquire fence would cost an L2 round trip per op).
 struct CqView {
   const mlx5::Cqe64* cqe;
+  const uint8_t* sq_buf;  // the completed WQE's ctrl segment tells its size (frontier_after_cqe)
+  uint32_t wqe_cnt;
   uint32_t index;
   uint32_t qpn;
 };
-__device__ __forceinline__ CqView cq_view(const DeviceQp& qp) { return CqView{qp.cqe, qp.index, qp.sq.qpn}; }
+__device__ __forceinline__ CqView cq_view(const DeviceQp& qp) {
+  return CqView{qp.cqe, qp.sq.buf, qp.sq.wqe_cnt, qp.index, qp.sq.qpn};
+}
 
 // Reads the collapsed CQE once. Returns the completion frontier (WQEBBs complete) implied by it,
-// relative to `base` (a frontier known to be at or before it), or reports an error CQE.
+// relative to `base` (a frontier known to be at or before it), or reports an error CQE. A new CQE
+// costs one extra 16-byte load of the completed WQE's ctrl segment (its size in WQEBBs).
 __device__ __forceinline__ bool read_frontier(const Context& ctx, const CqView& v, unsigned long long base,
                                               unsigned long long* frontier) {
   const uint32_t tail = order::ld_relaxed_sys_u32(&v.cqe->w[15]);
@@ -137,8 +142,18 @@ __device__ __forceinline__ bool read_frontier(const Context& ctx, const CqView& 
     report(ctx, WaitSite::error_cqe, v.index, v.qpn, base, counter, word >> 24);
     return false;
   }
-  const int16_t ahead = static_cast<int16_t>(static_cast<uint16_t>(counter + 1u - static_cast<uint16_t>(base)));
-  *frontier = ahead > 0 ? base + static_cast<unsigned long long>(ahead) : base;
+  if (static_cast<int16_t>(static_cast<uint16_t>(counter - static_cast<uint16_t>(base))) < 0) {
+    *frontier = base;  // nothing new: skip the SQ read
+    return true;
+  }
+  // The CQE names the WQE's first WQEBB; its ctrl segment says how many it spans (1..4).
+  const uint8_t* slot = mlx5::wqebb_ptr(const_cast<uint8_t*>(v.sq_buf), v.wqe_cnt, counter);
+  mlx5::Seg16 ctrl;
+  asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(ctrl.w[0]), "=r"(ctrl.w[1]), "=r"(ctrl.w[2]), "=r"(ctrl.w[3])
+               : "l"(slot)
+               : "memory");
+  *frontier = mlx5::frontier_after_cqe(base, counter, ctrl);
   return true;
 }
 
