@@ -76,9 +76,10 @@ order::Variant variant_of(const bench::Point& p);
 // floor_issue_ns, issue_over_floor of one 8-byte op.
 std::vector<bench::Record> one_op(const bench::Point& p, const bench::Options& o);
 
-// The figure experiments (figures.cu).
+// The figure experiments (figures.cu): Fig. 3, 4, 5 and 10.
 std::vector<bench::Record> inline_payload(const bench::Point& p, const bench::Options& o);
 std::vector<bench::Record> completion_scope(const bench::Point& p, const bench::Options& o);
 std::vector<bench::Record> sm_clock(const bench::Point& p, const bench::Options& o);
+std::vector<bench::Record> connection_scaling(const bench::Point& p, const bench::Options& o);
 
 }  // namespace gicomm::bench_gda

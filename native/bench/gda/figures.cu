@@ -1,5 +1,5 @@
-// gicomm-bench-gda: the experiments behind the paper's Fig. 3, Fig. 4 and Fig. 5 (issue 5, items
-// 3-5). Point params and records:
+// gicomm-bench-gda: the experiments behind the paper's Fig. 3, 4, 5 and 10 (issue 5, items 3-5
+// and 11). Point params and records:
 //
 //   inline_payload    payload (inline|pointer), size (bytes; inline 1..kMaxInlineRc = 220, pointer
 //                     1..256), optional qps (16), batch (16), wqes (1,600,000 in all)
@@ -20,7 +20,20 @@
 //                        `observed` (the clock the GPU runs at) is the only value; a fit of
 //                        T = C/f + B needs several clocks, i.e. a platform that permits locking them
 //                        and a driver mode that does it, neither of which exists here.
-// All three use the GPU-scope fence ordering (order::GpuFence) for the rate and scope kernels.
+//   connection_scaling  active_qps (1..), writes_per_visit (1..), direction (send_recv), optional
+//                     size (8: inline; 16..4096: pointer), producers (64)
+//                     -> msg_rate (Mmsg/s), goodput_gbps (GB/s): min(producers, active_qps) threads,
+//                        each owning the QPs q = its index + k * producers, visit their QPs
+//                        round-robin and post `writes_per_visit` writes of `size` bytes per visit (a
+//                        doorbell every 16 WQEs and at the visit's end), as the paper's Fig. 10
+//                        all-active pattern. The
+//                        writes land in this host's own registered memory, so on a NIC every write
+//                        is both a send and a receive of the same NIC (loopback RC QPs: direction
+//                        send_recv; send-only needs a second node and is refused). What the
+//                        experiment studies is the NIC's connection-context cache: on the softnic it
+//                        measures only the model NIC's polling of many doorbells, so the experiment's
+//                        config asks for an RDMA NIC and the pipeline runs it on the mlx5 backend only.
+// All use the GPU-scope fence ordering (order::GpuFence) for the rate and scope kernels.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -138,6 +151,33 @@ __global__ void scope_kernel(Context ctx, Target tg, bool round_robin, int warmu
   }
   out->start = s0;
   out->end = clock_sample();
+}
+
+// ---- Fig. 10: many active connections, visited round-robin --------------------------------------------
+__global__ void connections_kernel(Context ctx, Target tg, uint32_t producers, uint32_t visits, uint32_t writes,
+                                   uint32_t size, uint32_t slots) {
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= producers) return;
+  const uint32_t owned = (ctx.num_qps - t + producers - 1) / producers;  // QPs t, t+P, t+2P, ...
+  for (uint32_t v = 0; v < visits; ++v) {
+    const uint32_t q = t + (v % owned) * producers;
+    ThreadQp tq(&ctx.qps[q]);
+    for (uint32_t i = 0; i < writes; ++i) {
+      const uint64_t slot = (uint64_t(q) * 131u + i) % slots;
+      PutOp op{};
+      op.raddr = tg.dst + uint64_t(size) * slot;
+      op.rkey = tg.rkey;
+      op.laddr = tg.src;
+      op.lkey = tg.lkey;
+      op.length = size;
+      op.inline_data = size == 8;
+      op.value = (uint64_t(q) << 32) | v;
+      if (!tq.put<Fence>(ctx, op, (i % 16) == 15 || i + 1 == writes)) return;
+    }
+    tq.flush();
+  }
+  for (uint32_t q = t; q < ctx.num_qps; q += producers)
+    if (!quiet_qp(ctx, ctx.qps[q])) return;
 }
 
 // Runs `launch(d_out)` (one kernel filling issue/complete for `iters` ops) and returns the samples
@@ -338,6 +378,81 @@ std::vector<Record> sm_clock(const bench::Point& p, const bench::Options& o) {
   for (Record& r : one_op(p, o))
     if (r.metric == "issue_cycles" || r.metric == "issue_ns" || r.metric == "completion_ns") out.push_back(r);
   return out;
+}
+
+std::vector<Record> connection_scaling(const bench::Point& p, const bench::Options& o) {
+  const long long connections = p.params.get_int("active_qps", 64);
+  const std::string direction = p.params.get_string("direction", "send_recv");
+  if (direction != "send_recv")
+    throw PointFailure("direction " + direction +
+                       ": only send_recv (loopback QPs of one NIC) is implemented; send-only needs a second node");
+  const long long size = p.params.get_int("size", 8);
+  if (size != 8 && (size < 16 || size > 4096))
+    throw PointFailure("size must be 8 (inline) or 16..4096 (pointer), not " + std::to_string(size));
+  const long long writes = p.params.get_int("writes_per_visit", 32);
+  const long long producers_param = p.params.get_int("producers", 64);
+  if (connections < 1) throw PointFailure("active_qps must be at least 1, not " + std::to_string(connections));
+  if (writes < 1 || writes > 1000000)
+    throw PointFailure("writes_per_visit must be 1..1000000, not " + std::to_string(writes));
+  if (producers_param < 1 || producers_param > 4096)
+    throw PointFailure("producers must be 1..4096, not " + std::to_string(producers_param));
+  SessionConfig cfg = base_config(o, 1);
+  if (cfg.engine != "mlx5" && connections > softnic::SoftNic::kMaxQps)
+    throw PointFailure("active_qps " + std::to_string(connections) + ": the softnic serves at most " +
+                       std::to_string(softnic::SoftNic::kMaxQps) + " QPs");
+  cfg.num_qps = static_cast<uint32_t>(connections);
+  cfg.sq_wqebbs = 64;  // 16-WQE doorbells; thousands of queues
+  const uint32_t producers = static_cast<uint32_t>(std::min(producers_param, connections));
+  const size_t dst_bytes = 64u << 20;
+  Env& env = env_for(cfg, dst_bytes);
+  const Context ctx = env.session->context();
+  const uint32_t slots = static_cast<uint32_t>(dst_bytes / size);
+  // Every QP is visited the same number of times: visits per producer = (its QPs) x rounds; enough
+  // writes in all (>= 2 M, >= 4 rounds over every connection) that the start and end are noise.
+  const uint64_t per_round = static_cast<uint64_t>(connections) * static_cast<uint64_t>(writes);
+  const uint32_t rounds = static_cast<uint32_t>(std::max<uint64_t>(4, (2000000 + per_round - 1) / per_round));
+  const uint32_t owned_max = static_cast<uint32_t>((connections + producers - 1) / producers);
+  const uint32_t visits = owned_max * rounds;
+  const uint32_t block = std::min<uint32_t>(producers, 64);
+  const uint32_t grid = (producers + block - 1) / block;
+  auto launch = [&](uint32_t v) {
+    connections_kernel<<<grid, block>>>(ctx, env.tg, producers, v, static_cast<uint32_t>(writes),
+                                        static_cast<uint32_t>(size), slots);
+  };
+  launch(owned_max);  // warm-up: every connection visited once
+  check_kernel(env, "connection_scaling warm-up");
+  // A producer owning fewer QPs (connections not a multiple of producers) makes as many visits
+  // over fewer QPs: every producer posts visits x writes.
+  const uint64_t total = uint64_t(producers) * visits * static_cast<uint64_t>(writes);
+  std::vector<double> rates;
+  const int reps = std::max(1, std::min(o.iters, 3));
+  for (int r = 0; r < reps; ++r) {
+    cudaEvent_t e0, e1;
+    CUDA(cudaEventCreate(&e0));
+    CUDA(cudaEventCreate(&e1));
+    cudaEventRecord(e0);
+    launch(visits);
+    cudaEventRecord(e1);
+    check_kernel(env, "connection_scaling kernel");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    rates.push_back(static_cast<double>(total) / (ms * 1e3));  // Mmsg/s
+  }
+  // Every write completed: each QP's quiet reached its producer index.
+  const auto now = env.session->read_qps();
+  for (uint32_t i = 0; i < ctx.num_qps; ++i)
+    if (now[i].cons_head != now[i].resv_head)
+      throw PointFailure("connection check: QP " + std::to_string(i) + " complete to WQEBB " +
+                         std::to_string(now[i].cons_head) + ", posted " + std::to_string(now[i].resv_head));
+  std::vector<double> gbps(rates.size());
+  for (size_t i = 0; i < rates.size(); ++i) gbps[i] = rates[i] * static_cast<double>(size) / 1e3;  // GB/s
+  const double mhz = probe_sm_clock_mhz();
+  Record r = Record::ok("msg_rate", "Mmsg/s", bench::compute_stats(rates));
+  Record g = Record::ok("goodput_gbps", "GB/s", bench::compute_stats(gbps));
+  r.sm_clock_mhz = g.sm_clock_mhz = mhz;
+  return {r, g};
 }
 
 }  // namespace gicomm::bench_gda

@@ -11,7 +11,8 @@
 //   gda_rtt       variant, payload -> rtt_ns (ping block -> engine -> pong block -> engine -> ping)
 //   gda_msg_rate  mode (thread|lock|handoff|warp|hybrid), blocks, threads (per block), qps, batch,
 //                 payload, completion (used|all), wqes (total) -> msg_rate (Mmsg/s)
-//   inline_payload, completion_scope, sm_clock   the paper's Fig. 3, Fig. 4 and Fig. 5 (figures.cu)
+//   inline_payload, completion_scope, sm_clock, connection_scaling   the paper's Fig. 3, 4, 5, 10
+//                 (figures.cu)
 // Engine: --nic-backend softnic-gpu (engine kernel on GPU 1, queues on GPU 0) or softnic-cpu.
 #include <cuda_runtime.h>
 
@@ -468,6 +469,7 @@ int main(int argc, char** argv) {
     if (o.experiment == "inline_payload") return inline_payload(p, o);
     if (o.experiment == "completion_scope") return completion_scope(p, o);
     if (o.experiment == "sm_clock") return sm_clock(p, o);
+    if (o.experiment == "connection_scaling") return connection_scaling(p, o);
     throw PointFailure("gicomm-bench-gda does not know experiment " + o.experiment);
   });
 }
