@@ -62,16 +62,18 @@ def test_artifact_md_is_current_and_every_claim_has_command_hardware_and_time():
     rows = claim_rows()
     assert len(rows) >= 40
     costs = experiment_costs()
-    unmeasured: set[str] = set()
+    bounded: set[str] = set()
     for r in rows:
         cid = r.claim["id"]
         assert f"`make claim CLAIM={cid}`" in committed, cid
         assert {"gpu", "real_nic", "nodes", "clock_lock"} <= set(r.claim["requires"]), cid
-        if r.minutes is None:
-            missing = {n for n in r.experiments if costs[n].minutes is None}
-            unmeasured |= missing or {r.claim["experiment"]}
-        else:
-            assert r.minutes > 0 and r.disk_mb is not None, cid
-    # A claim has no time only where its experiment never ran on our machines: the library
-    # baselines need a real NIC, and NIC connection scaling has no driver yet (issue 5, item 11).
-    assert unmeasured <= {"library_baselines", "connection_scaling"}, unmeasured
+        # every claim has a time and a disk figure: measured, or an upper bound said to be one
+        assert r.experiments, cid
+        assert r.minutes is not None and r.minutes > 0 and r.disk_mb is not None, cid
+        if r.bound:
+            bounded |= {n for n in r.experiments if costs[n].bound}
+            assert f"at most {r.minutes:.0f} min" in committed or r.minutes < 1, cid
+    # Bounds only where the experiment never ran on our machines: those that need a real NIC.
+    assert bounded <= {"library_baselines", "connection_scaling"}, bounded
+    for name in bounded:
+        assert "never measured" in costs[name].basis and "per-point limit" in costs[name].basis

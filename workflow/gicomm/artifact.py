@@ -5,7 +5,9 @@ disk, and what a pass looks like; plus the short "kick the tires" paths.
 Run time and disk come from measured campaigns (ESTIMATE_CAMPAIGNS, on a two-GPU H200): per
 experiment, the span of its records' timestamps per process run, and the bytes of its raw records,
 scaled to the full sweep and the experiment's number of runs by the ratio of point and run counts.
-Experiments never measured there say so instead of guessing.
+Experiments never measured there (they need a NIC) get an upper bound instead, marked as such: the
+pipeline stops every point at its time limit (the experiment's point_s, else config.yaml's), so
+points x runs x limit bounds the time; disk is their record count at the largest record size seen.
 
 `python -m gicomm.artifact` rewrites ARTIFACT.md; tests/test_artifact.py fails when it is stale
 or when a claim lacks a command, hardware or time.
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gicomm import REPO_ROOT
 from gicomm.claims import _selectors, load_claims, requirement_text, selector_experiments
 from gicomm.experiments import Experiment, load_experiment
@@ -30,13 +34,16 @@ ESTIMATE_CAMPAIGNS = ("h200x2-pipeline", "h200x2-2026-11-30")
 # Fixed costs around the measurements (seen on the same machine: build on 32 cores, report).
 BUILD_MIN = 2.0
 REPORT_MIN = 1.0
+# Archived raw records are under 1 kB each (all but four soak summaries of 4,869).
+RECORD_BYTES = 1000
 
 
 @dataclass(frozen=True)
 class Cost:
-    minutes: float | None  # full sweep, all runs; None when never measured
+    minutes: float | None  # full sweep, all runs
     disk_mb: float | None
     basis: str
+    bound: bool = False  # an upper bound from the time limits, not a measurement
 
 
 def claim_experiments(claim: dict[str, Any], configured: set[str]) -> list[str]:
@@ -84,7 +91,7 @@ def measured_cost(e: Experiment, archive: Path) -> Cost:
         if points:
             break
     else:
-        return Cost(None, None, "never measured in an archived campaign (only skipped points)")
+        return bounded_cost(e)
     seconds = sum((max(s) - min(s)).total_seconds() + 1 for s in spans.values() if s)
     runs = max(1, len(spans))
     # to the full sweep, at the experiment's own number of independent runs
@@ -97,8 +104,29 @@ def measured_cost(e: Experiment, archive: Path) -> Cost:
     )
 
 
-def fmt_minutes(m: float | None) -> str:
-    return "unknown" if m is None else (f"{m:.0f} min" if m >= 1 else "< 1 min")
+def default_point_s(root: Path = REPO_ROOT) -> int:
+    return int(yaml.safe_load((root / "config" / "config.yaml").read_text())["timeouts"]["point_s"])
+
+
+def bounded_cost(e: Experiment, root: Path = REPO_ROOT) -> Cost:
+    """An experiment never measured on our machines: the bound the pipeline's time limits give."""
+    runs = len(e.points("full")) * e.repetitions
+    limit = e.point_s or default_point_s(root)
+    return Cost(
+        runs * limit / 60,
+        runs * len(e.metrics) * RECORD_BYTES / 1e6,
+        f"never measured in an archived campaign (needs hardware we lack): at most "
+        f"{len(e.points('full'))} points x {e.repetitions} runs x {limit} s per-point limit; "
+        f"disk at most {len(e.metrics)} records of {RECORD_BYTES} B per point-run",
+        bound=True,
+    )
+
+
+def fmt_minutes(m: float | None, bound: bool = False) -> str:
+    if m is None:
+        return "unknown"
+    text = f"{m:.0f} min" if m >= 1 else "< 1 min"
+    return f"at most {text}" if bound else text
 
 
 @dataclass
@@ -108,6 +136,7 @@ class Row:
     minutes: float | None
     disk_mb: float | None
     basis: str
+    bound: bool = False
 
 
 def experiment_costs(root: Path = REPO_ROOT) -> dict[str, Cost]:
@@ -124,19 +153,16 @@ def claim_rows(root: Path = REPO_ROOT) -> list[Row]:
     for c in load_claims(root / "config" / "claims.yaml"):
         names = claim_experiments(c, set(costs))
         known = [costs[n] for n in names]
+        bound = any(k.bound for k in known)
         if names and all(k.minutes is not None for k in known):
             minutes = BUILD_MIN + REPORT_MIN + sum(k.minutes or 0 for k in known)
             disk = sum(k.disk_mb or 0 for k in known)
-            basis = "measured"
+            unmeasured = [n for n, k in zip(names, known, strict=True) if k.bound]
+            basis = f"upper bound ({', '.join(unmeasured)} never measured)" if bound else "measured"
         else:
             minutes, disk = None, None
-            missing = [n for n, k in zip(names, known, strict=True) if k.minutes is None]
-            basis = (
-                f"not measured on our machines ({', '.join(missing)})"
-                if names
-                else "no experiment of this repository measures it yet"
-            )
-        rows.append(Row(c, names, minutes, disk, basis))
+            basis = "no experiment of this repository measures it yet"
+        rows.append(Row(c, names, minutes, disk, basis, bound))
     return rows
 
 
@@ -169,11 +195,12 @@ def render(root: Path = REPO_ROOT) -> str:
     for r in rows:
         c = r.claim
         disk = "unknown" if r.disk_mb is None else f"{max(r.disk_mb, 0.1):.1f} MB"
+        disk = f"at most {disk}" if r.bound and r.disk_mb is not None else disk
         p = c["paper"]
         paper = f"{p['value']} {p['unit']} ({c['paper_ref']}, {p['platform']})"
         out.append(
             f"| `{c['id']}`: {c['claim']} | {paper} | `{claim_command(c['id'])}` | "
-            f"{requirement_text(c['requires'])} | {fmt_minutes(r.minutes)} | {disk} | "
+            f"{requirement_text(c['requires'])} | {fmt_minutes(r.minutes, r.bound)} | {disk} | "
             f"{pass_text(c['check'], c)} |"
         )
     out.append("\n## What each claim runs\n")
