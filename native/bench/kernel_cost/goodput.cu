@@ -161,62 +161,19 @@ Measured measure_proxy(const Options& o, uint32_t n, uint32_t msgs, uint64_t slo
                        uint32_t workers) {
   const uint64_t timeout_ns = uint64_t(o.timeout_ms) * 1000000ull;
   const size_t bytes = size_t(slots) * size * n;
-  constexpr uint32_t kCapacity = 1024;
-  HostBuf<proxy::Desc> slots_buf(size_t(n) * kCapacity);
-  HostBuf<proxy::RingCounters> counters(n);
   HostBuf<uint8_t> src(bytes), dst(bytes);
   HostBuf<ProxyFail> fail(1);
-  DevBuf<uint64_t> reserve(n);
-  DevBuf<proxy::RingView> views(n);
   DevBuf<proxy::TunedProducer> tuned(n);
-  std::vector<proxy::RingView> host(n), dev(n);
-  for (uint32_t r = 0; r < n; ++r) {
-    const auto v = proxy::mapped_ring_views(r, kCapacity, slots_buf.p, slots_buf.d, counters.p, counters.d, reserve.p);
-    host[r] = v.host;
-    dev[r] = v.dev;
-  }
-  KC_CUDA(cudaMemcpy(views.p, dev.data(), sizeof(proxy::RingView) * n, cudaMemcpyHostToDevice));
-  softnic::SoftNic nic;
-  const auto smr = nic.register_mr(src.p, bytes, softnic::kAccessLocalWrite);
-  const auto dmr = nic.register_mr(dst.p, bytes, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
-  proxy::SoftnicTarget t;
-  t.remote_addr = dmr.addr;
-  t.rkey = dmr.rkey;
-  t.local_addr = smr.addr;
-  t.lkey = smr.lkey;
-  t.sq_wqebbs = 256;
-  auto backend = proxy::make_softnic_backend(nic, t);
-  proxy::PoolConfig pc;
-  pc.workers = workers;
-  pc.batch = batch;
-  pc.numa_node = 0;
-  pc.stall_timeout_ns = timeout_ns;
-  std::string err;
-  auto pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
-  if (!pool) {
-    pc.numa_node = -1;  // no NUMA node 0 visible: unpinned workers
-    pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
-    if (!pool) throw PointFailure("mini-proxy pool: " + err);
-  }
-  softnic::CpuEngine engine(nic, static_cast<int>(workers));
-  engine.start();
-  struct Stopper {
-    std::unique_ptr<proxy::WorkerPool>& pool;
-    softnic::CpuEngine& engine;
-    uint64_t timeout_ns;
-    ~Stopper() {
-      std::string e;
-      if (pool) pool->stop(nullptr, timeout_ns, &e);
-      engine.stop();
-    }
-  } stopper{pool, engine, timeout_ns};
-  if (!pool->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
+  ProxyRig rig(n, timeout_ns);  // ring c = CTA c
+  const auto smr = rig.nic.register_mr(src.p, bytes, softnic::kAccessLocalWrite);
+  const auto dmr = rig.nic.register_mr(dst.p, bytes, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
+  rig.start(smr, dmr, workers, batch);
   KC_CUDA(cudaSetDevice(0));
 
   DevBuf<unsigned long long> t0(n), t1(n);
   DevBuf<ClockStamp> clock(1);
   ProxyGoodputArgs a{};
-  a.rings = views.p;
+  a.rings = rig.views.p;
   a.tuned = tuned.p;
   a.size = size;
   a.msgs = msgs;
@@ -226,39 +183,34 @@ Measured measure_proxy(const Options& o, uint32_t n, uint32_t msgs, uint64_t slo
   a.t1 = t1.p;
   a.clock = clock.p;
   a.fail = fail.d;
-  cudaStream_t stream;
-  KC_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  struct Guard {
-    cudaStream_t s;
-    ~Guard() { cudaStreamDestroy(s); }
-  } g{stream};
+  const Stream stream;
   Measured m;
   uint64_t launches = 0;
   auto launch = [&](bool timed) {
-    proxy_producer_kernel<<<n, 32, 0, stream>>>(a);
+    proxy_producer_kernel<<<n, 32, 0, stream.s>>>(a);
     KC_CUDA(cudaGetLastError());
-    wait_stream(stream, 60.0 + 4.0 * o.timeout_ms / 1000.0, kProgram);
+    wait_stream(stream.s, 60.0 + 4.0 * o.timeout_ms / 1000.0, kProgram);
     ++launches;
     if (fail.p->flag) {
       std::ostringstream msg;
       msg << "mini-proxy: ring " << fail.p->ring
           << (fail.p->what == proxy::kWaitRingFull ? " full: consumer head " : " completion wait timed out: done ")
           << fail.p->seen << ", expected " << fail.p->expected;
-      if (pool->failed()) msg << "; worker: " << pool->error();
+      if (rig.pool->failed()) msg << "; worker: " << rig.pool->error();
       throw PointFailure(msg.str());
     }
-    if (pool->failed()) throw PointFailure("mini-proxy worker: " + pool->error());
+    if (rig.pool->failed()) throw PointFailure("mini-proxy worker: " + rig.pool->error());
     if (timed) add_launch(m, t0, t1, clock, double(msgs) * n, double(size));
   };
   const int warm = std::min(std::max(o.warmup, 0), 5), reps = std::max(1, std::min(o.iters, 50));
   for (int i = 0; i < warm; ++i) launch(false);
   for (int i = 0; i < reps; ++i) launch(true);
   const std::vector<uint64_t> expected(n, launches * uint64_t(msgs));
-  const bool drained = pool->stop(&expected, timeout_ns, &err);
-  pool.reset();
-  engine.stop();
+  std::string err;
+  const bool drained = rig.drain(expected, &err);
+  rig.engine->stop();
   if (!drained) throw PointFailure("mini-proxy drain: " + err);
-  const softnic::Counters k = engine.counters();
+  const softnic::Counters k = rig.engine->counters();
   const uint64_t total = launches * uint64_t(msgs) * n;
   if (k.errors || k.flushes || k.bytes != total * uint64_t(size)) {
     std::ostringstream msg;
@@ -362,21 +314,16 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
   a.t1 = t1.p;
   a.clock = clock.p;
 
-  cudaStream_t stream;
-  KC_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  struct Guard {
-    cudaStream_t s;
-    ~Guard() { cudaStreamDestroy(s); }
-  } g{stream};
+  const Stream stream;
   uint64_t launches = 0;
   Measured m;
   auto launch = [&](bool timed) {
     if (nic == "softnic-gpu")
-      producer_kernel<order::GpuFence><<<n, 32, 0, stream>>>(a);
+      producer_kernel<order::GpuFence><<<n, 32, 0, stream.s>>>(a);
     else
-      producer_kernel<order::SysFence><<<n, 32, 0, stream>>>(a);
+      producer_kernel<order::SysFence><<<n, 32, 0, stream.s>>>(a);
     KC_CUDA(cudaGetLastError());
-    wait_stream(stream, 60.0 + 4.0 * o.timeout_ms / 1000.0, kProgram);
+    wait_stream(stream.s, 60.0 + 4.0 * o.timeout_ms / 1000.0, kProgram);
     ++launches;
     const std::string err = s.take_error();
     if (!err.empty()) throw PointFailure("mini-gda: " + err);
@@ -385,9 +332,9 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
   const int warm = std::min(std::max(o.warmup, 0), 5), reps = std::max(1, std::min(o.iters, 50));
   for (int i = 0; i < warm; ++i) launch(false);
   for (int i = 0; i < reps; ++i) launch(true);
-  drain_kernel<<<(n + 127) / 128, 128, 0, stream>>>(s.context());
+  drain_kernel<<<(n + 127) / 128, 128, 0, stream.s>>>(s.context());
   KC_CUDA(cudaGetLastError());
-  wait_stream(stream, 60.0, kProgram);
+  wait_stream(stream.s, 60.0, kProgram);
   const std::string err = s.take_error();
   if (!err.empty()) throw PointFailure("mini-gda: " + err);
   s.stop_engine();

@@ -1,6 +1,7 @@
 // Shared pieces of the kernel-cost, loaded-RTT and goodput drivers (native/bench/README.md is the
 // contract): CUDA error handling that turns into failed points, buffers, the bounded host wait for
-// a launch, the in-kernel SM clock stamp, and the mini-gda buffer placement per NIC backend.
+// a launch, the in-kernel SM clock stamp, the mini-gda buffer placement per NIC backend, and the
+// mini-proxy rig (mapped rings, softnic cpu engine, worker pool).
 //
 // Local to this folder on purpose: mini-gda, mini-proxy and the softnic are owned elsewhere; these
 // helpers only use their public APIs.
@@ -14,11 +15,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/harness.h"
+#include "gicomm/proxy/pool.h"
+#include "gicomm/proxy/ring.h"
+#include "gicomm/proxy/softnic_backend.h"
 #include "gicomm/softnic/softnic.h"
 
 namespace gicomm::kc {
@@ -111,6 +116,93 @@ struct NicBuf {
   softnic::MemoryPlace place;
   size_t bytes;
   void* p = nullptr;
+};
+
+// A non-blocking stream, destroyed on every path.
+struct Stream {
+  Stream() { KC_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(s); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t s;
+};
+
+// The mini-proxy side of a driver: `nrings` rings of kCapacity descriptors in mapped host memory
+// (host views for the workers, device views in `views` for the kernels, per-ring reservation
+// counters in `reserve`), and a softnic whose cpu engine executes what a worker pool posts.
+// Construct it (rings and softnic), register the payload memory on `nic` (memory that must outlive
+// the rig), then start(). Stopped on every path: the pool (if still there), then the engine.
+class ProxyRig {
+ public:
+  static constexpr uint32_t kCapacity = 1024;
+
+  ProxyRig(uint32_t nrings, uint64_t timeout_ns_)
+      : slots(size_t(nrings) * kCapacity), counters(nrings), reserve(nrings), views(nrings), host(nrings),
+        timeout_ns(timeout_ns_) {
+    std::vector<proxy::RingView> dev(nrings);
+    for (uint32_t r = 0; r < nrings; ++r) {
+      const auto v = proxy::mapped_ring_views(r, kCapacity, slots.p, slots.d, counters.p, counters.d, reserve.p);
+      host[r] = v.host;
+      dev[r] = v.dev;
+    }
+    KC_CUDA(cudaMemcpy(views.p, dev.data(), sizeof(proxy::RingView) * nrings, cudaMemcpyHostToDevice));
+  }
+  ~ProxyRig() {
+    if (pool) {
+      std::string e;
+      pool->stop(nullptr, timeout_ns, &e);
+    }
+    if (engine) engine->stop();
+  }
+  ProxyRig(const ProxyRig&) = delete;
+  ProxyRig& operator=(const ProxyRig&) = delete;
+
+  // Workers (`workers`, chaining `batch`) post RDMA writes into `remote` (Op::write payloads read
+  // from `local`) through the softnic backend; the cpu engine runs `workers` threads.
+  void start(const softnic::MemoryRegionHandle& local, const softnic::MemoryRegionHandle& remote, uint32_t workers,
+             uint32_t batch) {
+    proxy::SoftnicTarget t;
+    t.remote_addr = remote.addr;
+    t.rkey = remote.rkey;
+    t.local_addr = local.addr;
+    t.lkey = local.lkey;
+    t.sq_wqebbs = 256;
+    backend = proxy::make_softnic_backend(nic, t);
+    proxy::PoolConfig pc;
+    pc.workers = workers;
+    pc.batch = batch;
+    pc.numa_node = 0;
+    pc.stall_timeout_ns = timeout_ns;
+    std::string err;
+    pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
+    if (!pool) {
+      pc.numa_node = -1;  // the pool refuses a NUMA node it cannot see: unpinned workers
+      pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
+      if (!pool) throw PointFailure("mini-proxy pool: " + err);
+    }
+    engine = std::make_unique<softnic::CpuEngine>(nic, static_cast<int>(workers));
+    engine->start();
+    if (!pool->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
+  }
+
+  // Stops the pool once every ring has drained `expected` tickets (the engine keeps running);
+  // false with the reason in `err` otherwise. The pool is gone afterwards either way.
+  bool drain(const std::vector<uint64_t>& expected, std::string* err) {
+    const bool ok = pool->stop(&expected, timeout_ns, err);
+    pool.reset();
+    return ok;
+  }
+
+  HostBuf<proxy::Desc> slots;
+  HostBuf<proxy::RingCounters> counters;
+  DevBuf<uint64_t> reserve;
+  DevBuf<proxy::RingView> views;
+  std::vector<proxy::RingView> host;
+  uint64_t timeout_ns;
+  softnic::SoftNic nic;
+  std::unique_ptr<proxy::Backend> backend;
+  std::unique_ptr<proxy::WorkerPool> pool;
+  std::unique_ptr<softnic::CpuEngine> engine;
 };
 
 // Bounded host wait for a launch. Every GPU wait inside the kernels is bounded by --timeout-ms;

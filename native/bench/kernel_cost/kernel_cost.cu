@@ -364,59 +364,16 @@ class GdaTransport : public Transport {
 class ProxyTransport : public Transport {
  public:
   ProxyTransport(const Config& c, const Options& o)
-      : slots_(size_t(c.rings) * kCapacity),
-        counters_(c.rings),
-        remote_(size_t(c.rings) * kSlotsPerBlock),
-        perr_(1),
-        reserve_(c.rings),
-        d_views_(c.rings),
-        timeout_ns_(uint64_t(o.timeout_ms) * 1000000ull) {
-    std::vector<proxy::RingView> host(c.rings), dev(c.rings);
-    for (uint32_t r = 0; r < c.rings; ++r) {
-      const auto v = proxy::mapped_ring_views(r, kCapacity, slots_.p, slots_.d, counters_.p, counters_.d, reserve_.p);
-      host[r] = v.host;
-      dev[r] = v.dev;
-    }
-    KC_CUDA(cudaMemcpy(d_views_.p, dev.data(), sizeof(proxy::RingView) * dev.size(), cudaMemcpyHostToDevice));
-    nic_ = std::make_unique<softnic::SoftNic>();
-    const auto rmr = nic_->register_mr(remote_.p, remote_.n * 8, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
-    proxy::SoftnicTarget t;
-    t.remote_addr = rmr.addr;
-    t.rkey = rmr.rkey;
-    t.local_addr = rmr.addr;
-    t.lkey = rmr.lkey;
-    t.sq_wqebbs = 256;
-    backend_ = proxy::make_softnic_backend(*nic_, t);
-    proxy::PoolConfig pc;
-    pc.workers = c.workers;
-    pc.batch = 16;  // chain what is there: the proxy's best case
-    pc.numa_node = 0;
-    pc.stall_timeout_ns = timeout_ns_;
-    std::string err;
-    pool_ = proxy::WorkerPool::create(pc, host, *backend_, nullptr, &err);
-    if (!pool_) {
-      // The pool refuses a NUMA node it cannot see; fall back to unpinned workers, and say so.
-      pc.numa_node = -1;
-      pool_ = proxy::WorkerPool::create(pc, host, *backend_, nullptr, &err);
-      if (!pool_) throw PointFailure("mini-proxy pool: " + err);
-    }
-    engine_ = std::make_unique<softnic::CpuEngine>(*nic_, static_cast<int>(c.workers));
-    engine_->start();
-    if (!pool_->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
+      : remote_(size_t(c.rings) * kSlotsPerBlock), perr_(1), rig_(c.rings, uint64_t(o.timeout_ms) * 1000000ull) {
+    const auto rmr = rig_.nic.register_mr(remote_.p, remote_.n * 8, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
+    rig_.start(rmr, rmr, c.workers, 16);  // chaining 16: chain what is there, the proxy's best case
     nrings_ = c.rings;
-  }
-  ~ProxyTransport() override {
-    if (pool_) {
-      std::string err;
-      pool_->stop(nullptr, timeout_ns_, &err);
-    }
-    if (engine_) engine_->stop();
   }
   CommArgs args() override {
     CommArgs a{};
-    a.rings = d_views_.p;
+    a.rings = rig_.views.p;
     a.nrings = nrings_;
-    a.timeout_ns = timeout_ns_;
+    a.timeout_ns = rig_.timeout_ns;
     a.perr = perr_.d;
     return a;
   }
@@ -429,12 +386,12 @@ class ProxyTransport : public Transport {
         << ", expected " << e.expected;
       throw PointFailure(m.str());
     }
-    if (pool_ && pool_->failed()) throw PointFailure("mini-proxy worker: " + pool_->error());
+    if (rig_.pool && rig_.pool->failed()) throw PointFailure("mini-proxy worker: " + rig_.pool->error());
   }
   void finish(uint64_t expected_total) override {
     // Tickets per ring: what the blocks reserved (the device counters), which must also be what
     // the host-side count of launches x msgs says.
-    const std::vector<uint64_t> expected = reserve_.read();
+    const std::vector<uint64_t> expected = rig_.reserve.read();
     uint64_t sum = 0;
     for (uint64_t v : expected) sum += v;
     if (sum != expected_total)
@@ -442,27 +399,17 @@ class ProxyTransport : public Transport {
                          std::to_string(expected_total));
     std::string err;
     check_launch();  // a device-side failure names the ring and counters better than the drain
-    const bool ok = pool_->stop(&expected, timeout_ns_, &err);
-    pool_.reset();  // (check_launch must not touch the pool after this)
-    engine_->stop();
-    engine_.reset();
+    const bool ok = rig_.drain(expected, &err);  // (check_launch must not touch the pool after this)
+    rig_.engine->stop();
+    rig_.engine.reset();
     if (!ok) throw PointFailure("mini-proxy drain: " + err);
   }
 
  private:
-  static constexpr uint32_t kCapacity = 1024;
-  HostBuf<proxy::Desc> slots_;
-  HostBuf<proxy::RingCounters> counters_;
   HostBuf<uint64_t> remote_;
   HostBuf<ProxyError> perr_;
-  DevBuf<uint64_t> reserve_;
-  DevBuf<proxy::RingView> d_views_;
-  uint64_t timeout_ns_;
+  ProxyRig rig_;  // after the memory it posts into: stopped before that is freed
   uint32_t nrings_ = 0;
-  std::unique_ptr<softnic::SoftNic> nic_;
-  std::unique_ptr<proxy::Backend> backend_;
-  std::unique_ptr<proxy::WorkerPool> pool_;
-  std::unique_ptr<softnic::CpuEngine> engine_;
 };
 
 std::vector<Record> run_point(const Point& p, const Options& o) {
