@@ -456,6 +456,62 @@ unsigned long long period_of(const RttConfig& c, uint32_t per_period) {
              : 0;
 }
 
+// Device memory of one kernel run, whichever transport: the probe's cycles per measured exchange,
+// the bulk CTAs' readiness and load, the phase word, the probe's progress and clock window.
+struct RunBufs {
+  RunBufs(uint32_t iters_, uint32_t nbulk_)
+      : iters(iters_), nbulk(nbulk_), cycles(iters), ready(1), phase(1), bulk(std::max<uint32_t>(1, nbulk)),
+        probe_done(1), clock(1) {}
+
+  // The fields RttArgs and ProxyRttArgs share; `per_period` is what a bulk CTA issues per pacing period.
+  template <class Args>
+  void fill(Args& a, const RttConfig& c, const Options& o, uint32_t per_period) const {
+    a.shared = c.queue == "shared" ? 1 : 0;
+    a.pingpong = c.probe == "pingpong" ? 1 : 0;
+    a.bulk_ctas = nbulk;
+    a.period_ns = period_of(c, per_period);
+    a.settle_ns = static_cast<unsigned long long>(c.settle_us) * 1000ull;
+    a.deadline_ns = 120ull * 1000000000ull;
+    a.warmup = static_cast<uint32_t>(std::max(0, o.warmup));
+    a.iters = iters;
+    a.cycles = cycles.p;
+    a.ready = ready.p;
+    a.phase = phase.p;
+    a.bulk = bulk.p;
+    a.probe_done = probe_done.p;
+    a.clock = clock.p;
+  }
+
+  // One kernel run: 2 + bulk_ctas blocks (probe, responder, bulk CTAs) of 32 threads on `s`, and
+  // the bounded host wait for it.
+  template <class Args>
+  void launch(void (*kernel)(Args), const Args& a, cudaStream_t s) const {
+    kernel<<<2 + nbulk, 32, 0, s>>>(a);
+    KC_CUDA(cudaGetLastError());
+    wait_stream(s, 150.0, kProgram);
+  }
+
+  void read_done(RttRun& run) const {
+    KC_CUDA(cudaMemcpy(&run.done, probe_done.p, sizeof run.done, cudaMemcpyDeviceToHost));
+  }
+  void read_bulk(RttRun& run) const { run.bulk = nbulk ? bulk.read() : std::vector<BulkStat>{}; }
+  // The probe's window and cycles, once it is known to have done every exchange.
+  template <class Args>
+  void read_probe(RttRun& run, const Args& a) const {
+    if (run.done < a.warmup + a.iters) throw PointFailure("probe stopped after " + std::to_string(run.done) + " exchanges");
+    KC_CUDA(cudaMemcpy(&run.clock, clock.p, sizeof run.clock, cudaMemcpyDeviceToHost));
+    run.cycles = cycles.read();
+  }
+
+  uint32_t iters, nbulk;
+  DevBuf<uint32_t> cycles;
+  DevBuf<unsigned int> ready;
+  DevBuf<int> phase;
+  DevBuf<BulkStat> bulk;
+  DevBuf<unsigned long long> probe_done;
+  DevBuf<ClockStamp> clock;
+};
+
 RttRun run_gda(const RttConfig& c, const Options& o) {
   const bool shared = c.queue == "shared";
   const uint32_t nbulk = c.bulk_ctas;
@@ -471,60 +527,31 @@ RttRun run_gda(const RttConfig& c, const Options& o) {
   s.start_engine();
   KC_CUDA(cudaSetDevice(0));
 
-  const uint32_t iters = static_cast<uint32_t>(std::max(1, o.iters));
-  DevBuf<uint32_t> cycles(iters);
-  DevBuf<unsigned int> ready(1);
-  DevBuf<int> phase(1);
-  DevBuf<BulkStat> bulk(std::max<uint32_t>(1, nbulk));
-  DevBuf<unsigned long long> probe_done(1);
-  DevBuf<ClockStamp> clock(1);
+  const RunBufs rb(static_cast<uint32_t>(std::max(1, o.iters)), nbulk);
   RttArgs a{};
+  rb.fill(a, c, o, c.batch);
   a.ctx = s.context();
   uint8_t* base = static_cast<uint8_t*>(dst.p);
   a.ping = reinterpret_cast<uint64_t*>(base);
   a.pong = reinterpret_cast<uint64_t*>(base + 128);
   a.bulk_dst = reinterpret_cast<uint64_t*>(base + 256);
   a.rkey = rkey;
-  a.shared = shared ? 1 : 0;
-  a.pingpong = c.probe == "pingpong" ? 1 : 0;
-  a.bulk_ctas = nbulk;
   a.batch = c.batch;
-  a.period_ns = period_of(c, c.batch);
-  a.settle_ns = static_cast<unsigned long long>(c.settle_us) * 1000ull;
-  a.deadline_ns = 120ull * 1000000000ull;
-  a.warmup = static_cast<uint32_t>(std::max(0, o.warmup));
-  a.iters = iters;
-  a.cycles = cycles.p;
-  a.ready = ready.p;
-  a.phase = phase.p;
-  a.bulk = bulk.p;
-  a.probe_done = probe_done.p;
-  a.clock = clock.p;
 
-  cudaStream_t stream;
-  KC_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  struct Guard {
-    cudaStream_t s;
-    ~Guard() { cudaStreamDestroy(s); }
-  } g{stream};
+  const Stream stream;
   // Order: GPU-scope fence with the gpu engine (queues in GPU memory, the paper's default),
   // system-scope fence with the cpu engine (queues in host memory).
-  if (c.nic == "softnic-gpu")
-    rtt_kernel<order::GpuFence><<<2 + nbulk, 32, 0, stream>>>(a);
-  else
-    rtt_kernel<order::SysFence><<<2 + nbulk, 32, 0, stream>>>(a);
-  KC_CUDA(cudaGetLastError());
-  wait_stream(stream, 150.0, kProgram);
+  rb.launch(c.nic == "softnic-gpu" ? rtt_kernel<order::GpuFence> : rtt_kernel<order::SysFence>, a, stream.s);
   std::string err = s.take_error();
-  drain_kernel<<<(sc.num_qps + 127) / 128, 128, 0, stream>>>(s.context());
+  drain_kernel<<<(sc.num_qps + 127) / 128, 128, 0, stream.s>>>(s.context());
   KC_CUDA(cudaGetLastError());
-  wait_stream(stream, 60.0, kProgram);
+  wait_stream(stream.s, 60.0, kProgram);
   if (err.empty()) err = s.take_error();
   s.stop_engine();
   const softnic::Counters k = s.engine_counters();
   RttRun run;
-  run.bulk = nbulk ? bulk.read() : std::vector<BulkStat>{};
-  KC_CUDA(cudaMemcpy(&run.done, probe_done.p, sizeof run.done, cudaMemcpyDeviceToHost));
+  rb.read_bulk(run);
+  rb.read_done(run);
   uint64_t bulk_posted = 0;
   for (const BulkStat& b : run.bulk) bulk_posted += b.posted;
   if (!err.empty()) throw PointFailure("mini-gda: " + err + " (exchange " + std::to_string(run.done) + ")");
@@ -535,9 +562,7 @@ RttRun run_gda(const RttConfig& c, const Options& o) {
       << " flushed), expected " << expected << " (probe " << run.done << ", bulk " << bulk_posted << ")";
     throw PointFailure(m.str());
   }
-  if (run.done < a.warmup + a.iters) throw PointFailure("probe stopped after " + std::to_string(run.done) + " exchanges");
-  KC_CUDA(cudaMemcpy(&run.clock, clock.p, sizeof run.clock, cudaMemcpyDeviceToHost));
-  run.cycles = cycles.read();
+  rb.read_probe(run, a);
   return run;
 }
 
@@ -546,98 +571,30 @@ RttRun run_proxy(const RttConfig& c, const Options& o) {
   const uint32_t nbulk = c.bulk_ctas;
   const uint32_t nrings = c.rings;
   const uint64_t timeout_ns = uint64_t(o.timeout_ms) * 1000000ull;
-  constexpr uint32_t kCapacity = 1024;
-  HostBuf<proxy::Desc> slots(size_t(nrings) * kCapacity);
-  HostBuf<proxy::RingCounters> counters(nrings);
   HostBuf<uint64_t> remote(kProxyBulkBase + 32 * kProxyBulkSlots);
   HostBuf<ProxyFail> fail(1);
-  DevBuf<uint64_t> reserve(nrings);
-  DevBuf<proxy::RingView> views(nrings);
   DevBuf<proxy::TunedProducer> tuned(2);
-  std::vector<proxy::RingView> host(nrings), dev(nrings);
-  for (uint32_t r = 0; r < nrings; ++r) {
-    const auto v = proxy::mapped_ring_views(r, kCapacity, slots.p, slots.d, counters.p, counters.d, reserve.p);
-    host[r] = v.host;
-    dev[r] = v.dev;
-  }
-  KC_CUDA(cudaMemcpy(views.p, dev.data(), sizeof(proxy::RingView) * nrings, cudaMemcpyHostToDevice));
-  softnic::SoftNic nic;
-  const auto mr = nic.register_mr(remote.p, remote.n * 8, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
-  proxy::SoftnicTarget t;
-  t.remote_addr = mr.addr;
-  t.rkey = mr.rkey;
-  t.local_addr = mr.addr;
-  t.lkey = mr.lkey;
-  t.sq_wqebbs = 256;
-  auto backend = proxy::make_softnic_backend(nic, t);
-  proxy::PoolConfig pc;
-  pc.workers = c.workers;
-  pc.batch = c.batch;
-  pc.numa_node = 0;
-  pc.stall_timeout_ns = timeout_ns;
-  std::string err;
-  auto pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
-  if (!pool) {
-    pc.numa_node = -1;  // no NUMA node 0 visible: unpinned workers
-    pool = proxy::WorkerPool::create(pc, host, *backend, nullptr, &err);
-    if (!pool) throw PointFailure("mini-proxy pool: " + err);
-  }
-  softnic::CpuEngine engine(nic, static_cast<int>(c.workers));
-  engine.start();
-  struct Stopper {
-    std::unique_ptr<proxy::WorkerPool>& pool;
-    softnic::CpuEngine& engine;
-    uint64_t timeout_ns;
-    ~Stopper() {
-      std::string e;
-      if (pool) pool->stop(nullptr, timeout_ns, &e);
-      engine.stop();
-    }
-  } stopper{pool, engine, timeout_ns};
-  if (!pool->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
+  ProxyRig rig(nrings, timeout_ns);
+  const auto mr = rig.nic.register_mr(remote.p, remote.n * 8, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
+  rig.start(mr, mr, c.workers, c.batch);
   KC_CUDA(cudaSetDevice(0));
 
-  const uint32_t iters = static_cast<uint32_t>(std::max(1, o.iters));
-  DevBuf<uint32_t> cycles(iters);
-  DevBuf<unsigned int> ready(1);
-  DevBuf<int> phase(1);
-  DevBuf<BulkStat> bulk(std::max<uint32_t>(1, nbulk));
-  DevBuf<unsigned long long> probe_done(1), ring_tickets(nrings);
-  DevBuf<ClockStamp> clock(1);
+  const RunBufs rb(static_cast<uint32_t>(std::max(1, o.iters)), nbulk);
+  DevBuf<unsigned long long> ring_tickets(nrings);
   ProxyRttArgs a{};
-  a.rings = views.p;
+  rb.fill(a, c, o, 1);
+  a.rings = rig.views.p;
   a.tuned = tuned.p;
   a.nrings = nrings;
-  a.shared = shared ? 1 : 0;
-  a.pingpong = c.probe == "pingpong" ? 1 : 0;
-  a.bulk_ctas = nbulk;
   a.remote = remote.p;
   a.remote_dev = remote.d;
-  a.period_ns = period_of(c, 1);
-  a.settle_ns = static_cast<unsigned long long>(c.settle_us) * 1000ull;
-  a.deadline_ns = 120ull * 1000000000ull;
   a.timeout_ns = timeout_ns;
-  a.warmup = static_cast<uint32_t>(std::max(0, o.warmup));
-  a.iters = iters;
-  a.cycles = cycles.p;
-  a.ready = ready.p;
-  a.phase = phase.p;
-  a.bulk = bulk.p;
-  a.probe_done = probe_done.p;
   a.ring_tickets = ring_tickets.p;
-  a.clock = clock.p;
   a.fail = fail.d;
-  cudaStream_t stream;
-  KC_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  struct Guard {
-    cudaStream_t s;
-    ~Guard() { cudaStreamDestroy(s); }
-  } g{stream};
-  proxy_rtt_kernel<<<2 + nbulk, 32, 0, stream>>>(a);
-  KC_CUDA(cudaGetLastError());
-  wait_stream(stream, 150.0, kProgram);
+  const Stream stream;
+  rb.launch(proxy_rtt_kernel, a, stream.s);
   RttRun run;
-  KC_CUDA(cudaMemcpy(&run.done, probe_done.p, sizeof run.done, cudaMemcpyDeviceToHost));
+  rb.read_done(run);
   if (fail.p->flag) {
     const ProxyFail& f = *fail.p;
     std::ostringstream m;
@@ -646,24 +603,21 @@ RttRun run_proxy(const RttConfig& c, const Options& o) {
                                          : f.what == proxy::kWaitCompletion ? "completion wait timed out, done "
                                                                             : "payload word wait timed out, value ")
       << f.seen << ", expected " << f.expected << " (exchange " << run.done << ")";
-    if (pool->failed()) m << "; worker: " << pool->error();
+    if (rig.pool->failed()) m << "; worker: " << rig.pool->error();
     throw PointFailure(m.str());
   }
   // Drain: every ring must consume and complete exactly the tickets its producers took.
-  const std::vector<uint64_t> res = reserve.read();
+  const std::vector<uint64_t> res = rig.reserve.read();
   const std::vector<unsigned long long> tk = ring_tickets.read();
   std::vector<uint64_t> expected(nrings);
   for (uint32_t r = 0; r < nrings; ++r) {
     const bool tuned_ring = r == 1 || (r == 0 && !shared);
     expected[r] = tuned_ring ? tk[r] : res[r];
   }
-  const bool drained = pool->stop(&expected, timeout_ns, &err);
-  pool.reset();
-  if (!drained) throw PointFailure("mini-proxy drain: " + err);
-  run.bulk = nbulk ? bulk.read() : std::vector<BulkStat>{};
-  if (run.done < a.warmup + a.iters) throw PointFailure("probe stopped after " + std::to_string(run.done) + " exchanges");
-  KC_CUDA(cudaMemcpy(&run.clock, clock.p, sizeof run.clock, cudaMemcpyDeviceToHost));
-  run.cycles = cycles.read();
+  std::string err;
+  if (!rig.drain(expected, &err)) throw PointFailure("mini-proxy drain: " + err);
+  rb.read_bulk(run);
+  rb.read_probe(run, a);
   return run;
 }
 
