@@ -608,11 +608,10 @@ void settle(const Setup& su, SeenBits& seen, Tally& t, Outcome* out) {
   }
 }
 
-// ---- target=engine -------------------------------------------------------------------------------------
-Outcome run_engine(const RunParams& rp, const bench::Options& o) {
-  Outcome out;
+// The producers' configuration for a run, with its zeroed shared block (freed by the caller).
+std::unique_ptr<Setup> make_setup(const RunParams& rp, bool engine) {
   auto su = std::make_unique<Setup>();
-  su->engine = true;
+  su->engine = engine;
   su->producers = rp.producers;
   su->queues = rp.queues;
   su->depth = rp.depth;
@@ -623,6 +622,37 @@ Outcome run_engine(const RunParams& rp, const bench::Options& o) {
   su->parent = getpid();
   su->sh = static_cast<Shared*>(shm_alloc(sizeof(Shared)));
   std::memset(static_cast<void*>(su->sh), 0, sizeof(Shared));
+  return su;
+}
+
+// Queue q's published position: the next WQE index (engine) or ticket (rings) its producer logged.
+uint64_t published_of(const Setup& su, uint32_t q) { return su.sh->log[q % su.producers].queue_pos[q / su.producers]; }
+
+// The first QP whose verified count is behind what its producer published, or -1 when none is.
+int64_t first_unverified(const Setup& su) {
+  for (uint32_t q = 0; q < su.queues; ++q)
+    if (ld(&su.sh->credit[q]) < published_of(su, q)) return q;
+  return -1;
+}
+
+// The run's error: the soak loop's own, else the drain's, else the engine's count against what the
+// producers published, else the verifier's first finding.
+void conclude(Outcome* out, const std::string& drain_error, const softnic::Counters& c, uint64_t published,
+              Tally& tally) {
+  if (out->error.empty()) out->error = drain_error;
+  if (out->error.empty() && (c.errors != 0 || c.wqes != published))
+    out->error = "engine executed " + std::to_string(c.wqes) + " WQEs with " + std::to_string(c.errors) +
+                 " errors; producers published " + std::to_string(published);
+  if (out->error.empty()) {
+    std::lock_guard<std::mutex> g(tally.mu);
+    out->error = tally.first_error;
+  }
+}
+
+// ---- target=engine -------------------------------------------------------------------------------------
+Outcome run_engine(const RunParams& rp, const bench::Options& o) {
+  Outcome out;
+  auto su = make_setup(rp, true);
   const size_t words = size_t(rp.queues) * rp.depth;
   // Destination words (fetch-add targets) and fetched old values: parent memory only (the engine
   // and the verifier touch them; producers only name their addresses).
@@ -713,22 +743,12 @@ Outcome run_engine(const RunParams& rp, const bench::Options& o) {
   // Drain: every published WQE must complete and be verified.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(o.timeout_ms, 5000));
   std::string drain_error;
-  for (;;) {
-    bool all = true;
-    for (uint32_t q = 0; q < rp.queues && all; ++q) {
-      const uint32_t p = q % rp.producers, k = q / rp.producers;
-      if (ld(&su->sh->credit[q]) < su->sh->log[p].queue_pos[k]) all = false;
-    }
-    if (all) break;
+  while (first_unverified(*su) >= 0) {
     if (std::chrono::steady_clock::now() > deadline) {
-      for (uint32_t q = 0; q < rp.queues; ++q) {
-        const uint32_t p = q % rp.producers, k = q / rp.producers;
-        if (ld(&su->sh->credit[q]) < su->sh->log[p].queue_pos[k]) {
-          drain_error = "drain timed out: QP " + std::to_string(q) + " verified " + std::to_string(ld(&su->sh->credit[q])) +
-                        " of " + std::to_string(su->sh->log[p].queue_pos[k]) + " published WQEs";
-          break;
-        }
-      }
+      const int64_t q = first_unverified(*su);
+      if (q >= 0)
+        drain_error = "drain timed out: QP " + std::to_string(q) + " verified " + std::to_string(ld(&su->sh->credit[q])) +
+                      " of " + std::to_string(published_of(*su, uint32_t(q))) + " published WQEs";
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -739,15 +759,8 @@ Outcome run_engine(const RunParams& rp, const bench::Options& o) {
   const softnic::Counters c = engine.counters();
   settle(*su, seen, tally, &out);
   uint64_t published = 0;
-  for (uint32_t q = 0; q < rp.queues; ++q) published += su->sh->log[q % rp.producers].queue_pos[q / rp.producers];
-  if (out.error.empty()) out.error = drain_error;
-  if (out.error.empty() && (c.errors != 0 || c.wqes != published))
-    out.error = "engine executed " + std::to_string(c.wqes) + " WQEs with " + std::to_string(c.errors) +
-                " errors; producers published " + std::to_string(published);
-  if (out.error.empty()) {
-    std::lock_guard<std::mutex> g(tally.mu);
-    out.error = tally.first_error;
-  }
+  for (uint32_t q = 0; q < rp.queues; ++q) published += published_of(*su, q);
+  conclude(&out, drain_error, c, published, tally);
   shm_free(su->sh, sizeof(Shared));
   return out;
 }
@@ -755,18 +768,7 @@ Outcome run_engine(const RunParams& rp, const bench::Options& o) {
 // ---- target=rings --------------------------------------------------------------------------------------
 Outcome run_rings(const RunParams& rp, const bench::Options& o) {
   Outcome out;
-  auto su = std::make_unique<Setup>();
-  su->engine = false;
-  su->producers = rp.producers;
-  su->queues = rp.queues;
-  su->depth = rp.depth;
-  su->max_batch = rp.max_batch;
-  su->seed = rp.seed;
-  su->inject = rp.inject;
-  su->dwell_ns = rp.dwell_ns;
-  su->parent = getpid();
-  su->sh = static_cast<Shared*>(shm_alloc(sizeof(Shared)));
-  std::memset(static_cast<void*>(su->sh), 0, sizeof(Shared));
+  auto su = make_setup(rp, false);
   const size_t slots_bytes = size_t(rp.queues) * rp.depth * sizeof(proxy::Desc);
   const size_t ctr_bytes = size_t(rp.queues) * sizeof(proxy::RingCounters);
   auto* slots = static_cast<proxy::Desc*>(shm_alloc(slots_bytes));
@@ -815,7 +817,7 @@ Outcome run_rings(const RunParams& rp, const bench::Options& o) {
   std::vector<uint64_t> expected(rp.queues);
   uint64_t published = 0;
   for (uint32_t r = 0; r < rp.queues; ++r) {
-    expected[r] = su->sh->log[r % rp.producers].queue_pos[r / rp.producers];
+    expected[r] = published_of(*su, r);
     published += expected[r];
   }
   std::string drain_error;
@@ -837,14 +839,7 @@ Outcome run_rings(const RunParams& rp, const bench::Options& o) {
     }
   tally.misdirected += dest_bad;
   settle(*su, seen, tally, &out);
-  if (out.error.empty()) out.error = drain_error;
-  if (out.error.empty() && (c.errors != 0 || c.wqes != published))
-    out.error = "engine executed " + std::to_string(c.wqes) + " WQEs with " + std::to_string(c.errors) +
-                " errors; producers published " + std::to_string(published);
-  if (out.error.empty()) {
-    std::lock_guard<std::mutex> g(tally.mu);
-    out.error = tally.first_error;
-  }
+  conclude(&out, drain_error, c, published, tally);
   pool.reset();
   shm_free(slots, slots_bytes);
   shm_free(ctrs, ctr_bytes);
