@@ -83,8 +83,8 @@ S_N = 11
 
 
 @njit(cache=True)
-def _nic_dispatch(
-    u: int,
+def _nic_fill(
+    first: int,
     now: float,
     nf: np.ndarray,
     ni: np.ndarray,
@@ -111,60 +111,66 @@ def _nic_dispatch(
     hi: np.ndarray,
     hst: np.ndarray,
 ) -> None:
-    """Give idle unit ``u`` its next work item (receive first, then the oldest ready queue)."""
+    """Give NIC units work: unit ``first`` (just finished; -1 for none) first, then every idle
+    unit, while there is any. Received traffic is served before the oldest ready send queue."""
     sets = ni[NI_SETS]
     ways = ni[NI_WAYS]
-    if rx_st[1] > 0:
-        h = rx_st[0]
-        conn = rxc[h]
-        n = rxn[h]
-        rx_st[0] = (h + 1) % rxc.shape[0]
-        rx_st[1] -= 1
-        cost = n * nf[NF_RX]
-        stats[S_RX_ITEMS] += 1
-        stamp = int(stats[S_TX_ITEMS] + stats[S_RX_ITEMS])  # one tick per context access
-        if cache_access(ctags, cstamps, sets, ways, conn, stamp):
-            stats[S_RX_HIT] += 1
-        else:
-            stats[S_RX_MISS] += 1
-            cost += nf[NF_MISS_RX]
-        u_kind[u] = 2
-        u_q[u] = conn
-        u_n[u] = n
-        stats[S_NIC_BUSY] += cost
-        heap_push(ht, hs, hk, hi, hst, now + cost, EV_NIC_DONE, u)
-        return
-    if rdy_st[1] > 0:
-        h = rdy_st[0]
-        q = rdy[h]
-        rdy_st[0] = (h + 1) % rdy.shape[0]
-        rdy_st[1] -= 1
-        q_inrdy[q] = 0
-        n = q_cnt[q]
-        if n > ni[NI_BURST_MAX]:
-            n = ni[NI_BURST_MAX]
-        fm = ni[NI_FETCH_MAX]
-        cost = ((n + fm - 1) // fm) * nf[NF_FETCH] + n * nf[NF_WQE]
-        stats[S_TX_ITEMS] += 1
-        stats[S_TX_WQES] += n
-        stamp = int(stats[S_TX_ITEMS] + stats[S_RX_ITEMS])
-        if cache_access(ctags, cstamps, sets, ways, qi[q, QI_CONN], stamp):
-            stats[S_TX_HIT] += 1
-        else:
-            stats[S_TX_MISS] += 1
-            cost += nf[NF_MISS_TX]
-        depth = qi[q, QI_DEPTH]
-        u_kind[u] = 1
-        u_q[u] = q
-        u_start[u] = q_head[q]
-        u_n[u] = n
-        q_head[q] = (q_head[q] + n) % depth
-        q_cnt[q] -= n
-        q_inserv[q] = 1
-        stats[S_NIC_BUSY] += cost
-        heap_push(ht, hs, hk, hi, hst, now + cost, EV_NIC_DONE, u)
-        return
-    u_kind[u] = 0
+    for k in range(-1, u_kind.shape[0]):
+        u = first if k < 0 else k
+        if u < 0 or (k >= 0 and u_kind[u] != 0):
+            continue
+        if rx_st[1] > 0:
+            h = rx_st[0]
+            conn = rxc[h]
+            n = rxn[h]
+            rx_st[0] = (h + 1) % rxc.shape[0]
+            rx_st[1] -= 1
+            cost = n * nf[NF_RX]
+            stats[S_RX_ITEMS] += 1
+            stamp = int(stats[S_TX_ITEMS] + stats[S_RX_ITEMS])  # one tick per context access
+            if cache_access(ctags, cstamps, sets, ways, conn, stamp):
+                stats[S_RX_HIT] += 1
+            else:
+                stats[S_RX_MISS] += 1
+                cost += nf[NF_MISS_RX]
+            u_kind[u] = 2
+            u_q[u] = conn
+            u_n[u] = n
+            stats[S_NIC_BUSY] += cost
+            heap_push(ht, hs, hk, hi, hst, now + cost, EV_NIC_DONE, u)
+            continue
+        if rdy_st[1] > 0:
+            h = rdy_st[0]
+            q = rdy[h]
+            rdy_st[0] = (h + 1) % rdy.shape[0]
+            rdy_st[1] -= 1
+            q_inrdy[q] = 0
+            n = q_cnt[q]
+            if n > ni[NI_BURST_MAX]:
+                n = ni[NI_BURST_MAX]
+            fm = ni[NI_FETCH_MAX]
+            cost = ((n + fm - 1) // fm) * nf[NF_FETCH] + n * nf[NF_WQE]
+            stats[S_TX_ITEMS] += 1
+            stats[S_TX_WQES] += n
+            stamp = int(stats[S_TX_ITEMS] + stats[S_RX_ITEMS])
+            if cache_access(ctags, cstamps, sets, ways, qi[q, QI_CONN], stamp):
+                stats[S_TX_HIT] += 1
+            else:
+                stats[S_TX_MISS] += 1
+                cost += nf[NF_MISS_TX]
+            depth = qi[q, QI_DEPTH]
+            u_kind[u] = 1
+            u_q[u] = q
+            u_start[u] = q_head[q]
+            u_n[u] = n
+            q_head[q] = (q_head[q] + n) % depth
+            q_cnt[q] -= n
+            q_inserv[q] = 1
+            stats[S_NIC_BUSY] += cost
+            heap_push(ht, hs, hk, hi, hst, now + cost, EV_NIC_DONE, u)
+            continue
+        u_kind[u] = 0
+        break  # no work left for any unit
 
 
 @njit(cache=True, inline="always")
@@ -183,6 +189,30 @@ def _nic_notify(
         rdy[t] = q
         rdy_st[1] += 1
         q_inrdy[q] = 1
+
+
+@njit(cache=True, inline="always")
+def _wake_waiters(
+    q: int,
+    n: int,
+    q_wh: np.ndarray,
+    q_wt: np.ndarray,
+    p_wnext: np.ndarray,
+    ready_p: np.ndarray,
+    n_ready_p: int,
+) -> int:
+    """Move up to ``n`` producers waiting (FIFO) for slots of queue ``q`` to the ready stack;
+    returns the new stack size."""
+    woken = 0
+    while q_wh[q] >= 0 and woken < n:
+        p = q_wh[q]
+        q_wh[q] = p_wnext[p]
+        if q_wh[q] < 0:
+            q_wt[q] = -1
+        ready_p[n_ready_p] = p
+        n_ready_p += 1
+        woken += 1
+    return n_ready_p
 
 
 @njit(cache=True)
@@ -378,13 +408,11 @@ def simulate(
             q_cnt[q] += b
             if qi[q, QI_KIND] == QK_NIC:
                 _nic_notify(q, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
-                for u in range(n_pu):
-                    if u_kind[u] == 0 and (rdy_st[1] > 0 or rx_st[1] > 0):
-                        _nic_dispatch(
-                            u, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
-                            rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
-                            stats, ht, hs, hk, hi, hst,
-                        )  # fmt: skip
+                _nic_fill(
+                    -1, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
+                    rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
+                    stats, ht, hs, hk, hi, hst,
+                )  # fmt: skip
             else:
                 w = qi[q, QI_WORKER]
                 if w_busy[w] == 0:
@@ -444,15 +472,7 @@ def simulate(
                 q_inserv[q] = 0
                 _nic_notify(q, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
                 # wake producers waiting for slots, and the worker feeding this queue
-                woken = 0
-                while q_wh[q] >= 0 and woken < n:
-                    p = q_wh[q]
-                    q_wh[q] = p_wnext[p]
-                    if q_wh[q] < 0:
-                        q_wt[q] = -1
-                    ready_p[n_ready_p] = p
-                    n_ready_p += 1
-                    woken += 1
+                n_ready_p = _wake_waiters(q, n, q_wh, q_wt, p_wnext, ready_p, n_ready_p)
                 w = qi[q, QI_WORKER]
                 if w >= 0 and w_busy[w] == 0:
                     w_busy[w] = 2
@@ -462,18 +482,10 @@ def simulate(
                     rxc[t] = (qi[q, QI_CONN] * RX_MULT + ni[NI_RX_SHIFT]) % ni[NI_RX_MOD]
                     rxn[t] = n
                     rx_st[1] += 1
-            _nic_dispatch(
-                u, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
-                rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
-                stats, ht, hs, hk, hi, hst,
+            _nic_fill(
+                u, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st, rxc, rxn, rx_st,
+                u_kind, u_q, u_start, u_n, ctags, cstamps, stats, ht, hs, hk, hi, hst,
             )  # fmt: skip
-            for v in range(n_pu):
-                if u_kind[v] == 0 and (rdy_st[1] > 0 or rx_st[1] > 0):
-                    _nic_dispatch(
-                        v, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
-                        rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
-                        stats, ht, hs, hk, hi, hst,
-                    )  # fmt: skip
         elif kind == EV_MSG_DONE:
             c0 = ident >> 6
             cnt = ident & 63
@@ -537,23 +549,12 @@ def simulate(
             q_tail[qp] = dst
             q_cnt[qp] += n
             q_occ[r] -= n
-            woken = 0
-            while q_wh[r] >= 0 and woken < n:
-                p = q_wh[r]
-                q_wh[r] = p_wnext[p]
-                if q_wh[r] < 0:
-                    q_wt[r] = -1
-                ready_p[n_ready_p] = p
-                n_ready_p += 1
-                woken += 1
+            n_ready_p = _wake_waiters(r, n, q_wh, q_wt, p_wnext, ready_p, n_ready_p)
             _nic_notify(qp, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
-            for u in range(n_pu):
-                if u_kind[u] == 0 and (rdy_st[1] > 0 or rx_st[1] > 0):
-                    _nic_dispatch(
-                        u, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
-                        rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
-                        stats, ht, hs, hk, hi, hst,
-                    )  # fmt: skip
+            _nic_fill(
+                -1, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st, rxc, rxn, rx_st,
+                u_kind, u_q, u_start, u_n, ctags, cstamps, stats, ht, hs, hk, hi, hst,
+            )  # fmt: skip
             w_busy[w] = 2
             heap_push(ht, hs, hk, hi, hst, now, EV_W_POLL, w)
     stats[S_T_END] = now
