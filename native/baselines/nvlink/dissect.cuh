@@ -9,6 +9,8 @@
 //   p_signal(s)           store s into the peer's flag (the value is its own flag)
 //   complete()            wait until everything issued so far is visible at the peer
 //   my_flag(), my_data()  this rank's flag word and data slot 0 (written by the peer)
+//   flag_value()          optional: the current value of this rank's flag, where it is not the
+//                         word at my_flag() (an NCCL GIN signal)
 // Metrics per point: issue and completion time of one op with at most one outstanding (ns from
 // %globaltimer and SM cycles from clock64), flag round trip, message rate of one thread, and the
 // cost to an enclosing kernel (registers, occupancy, slowdown with the path's code dormant or sending).
@@ -23,6 +25,8 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common/harness.h"
@@ -85,12 +89,29 @@ __device__ __forceinline__ void stamp_end(Status* st) {
   st->t_end = gtimer();
 }
 
-// Bounded spin: true once *flag == want; false (status set) after timeout_ns.
-__device__ __forceinline__ bool wait_flag(const uint64_t* flag, uint64_t want, uint64_t timeout_ns, Status* st,
+// The value of this rank's flag: a path with a flag_value() method (a library whose signal is
+// not a plain word, e.g. an NCCL GIN signal) reads it its own way; the others are a word in memory
+// read with an acquire load.
+template <class Path, class = void>
+struct HasFlagValue : std::false_type {};
+template <class Path>
+struct HasFlagValue<Path, std::void_t<decltype(std::declval<const Path&>().flag_value())>> : std::true_type {};
+
+template <class Path>
+__device__ __forceinline__ uint64_t read_flag(const Path& path) {
+  if constexpr (HasFlagValue<Path>::value)
+    return path.flag_value();
+  else
+    return ld_acquire_sys(path.my_flag());
+}
+
+// Bounded spin: true once the path's flag == want; false (status set) after timeout_ns.
+template <class Path>
+__device__ __forceinline__ bool wait_flag(const Path& path, uint64_t want, uint64_t timeout_ns, Status* st,
                                           uint64_t index) {
   const uint64_t deadline = gtimer() + timeout_ns;
   for (uint32_t spin = 0;; ++spin) {
-    const uint64_t v = ld_acquire_sys(flag);
+    const uint64_t v = read_flag(path);
     if (v == want) return true;
     if ((spin & 63u) == 63u && gtimer() > deadline) {
       st->code = 1;
@@ -179,7 +200,7 @@ __global__ void ping_kernel(Path path, int op, size_t bytes, uint64_t base, int 
       path.put_signal(bytes, seq);
     else
       path.p_signal(seq);
-    if (!wait_flag(path.my_flag(), seq, timeout_ns, st, static_cast<uint64_t>(i))) break;
+    if (!wait_flag(path, seq, timeout_ns, st, static_cast<uint64_t>(i))) break;
     const uint64_t t1 = gtimer();
     if (i >= warmup) out[i - warmup] = t1 - t0;
   }
@@ -194,7 +215,7 @@ __global__ void echo_kernel(Path path, int op, size_t bytes, uint64_t base, int 
   stamp_start(st);
   for (int i = 0; i < n; ++i) {
     const uint64_t seq = base + static_cast<uint64_t>(i) + 1;
-    if (!wait_flag(path.my_flag(), seq, timeout_ns, st, static_cast<uint64_t>(i))) break;
+    if (!wait_flag(path, seq, timeout_ns, st, static_cast<uint64_t>(i))) break;
     if (op == kOpPut) {
       if (i == n - 1 && !check_payload(path.my_data(), bytes, st)) break;
       path.put_signal(bytes, seq);

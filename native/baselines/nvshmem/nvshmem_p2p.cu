@@ -10,6 +10,7 @@
 #include <string>
 
 #include "nvlink/dissect.cuh"
+#include "nvshmem/path.cuh"
 
 #ifndef GICOMM_NVSHMEM_LIBDIR
 #define GICOMM_NVSHMEM_LIBDIR ""
@@ -18,25 +19,8 @@
 namespace {
 
 using namespace gicomm::dissect;
+using gicomm::nvshmem_path::NvshmemPath;
 namespace gb = gicomm::baselines;
-
-struct NvshmemPath {
-  char* sym;  // the symmetric region (same address on every PE)
-  int pe;     // the peer
-
-  __device__ __forceinline__ uint64_t* at(size_t off) const { return reinterpret_cast<uint64_t*>(sym + off); }
-  __device__ __forceinline__ void put(size_t bytes, uint32_t slot) const {
-    nvshmem_putmem_nbi(sym + kDataOff + slot * kMaxBytes, sym + kSrcOff, bytes, pe);
-  }
-  __device__ __forceinline__ void p(uint64_t v, uint32_t slot) const { nvshmem_uint64_p(at(kScratchOff + slot * 8), v, pe); }
-  __device__ __forceinline__ void put_signal(size_t bytes, uint64_t seq) const {
-    nvshmem_putmem_signal_nbi(sym + kDataOff, sym + kSrcOff, bytes, at(kFlagOff), seq, NVSHMEM_SIGNAL_SET, pe);
-  }
-  __device__ __forceinline__ void p_signal(uint64_t seq) const { nvshmem_uint64_p(at(kFlagOff), seq, pe); }
-  __device__ __forceinline__ void complete() const { nvshmem_quiet(); }
-  __device__ __forceinline__ const uint64_t* my_flag() const { return at(kFlagOff); }
-  __device__ __forceinline__ const uint64_t* my_data() const { return at(kDataOff); }
-};
 
 bool file_exists(const std::string& p) {
   struct stat st;
