@@ -1,0 +1,110 @@
+// gicomm-bench-baselines-nvshmem: NVSHMEM over a NIC (transports nvshmem-ibgda and nvshmem-ibrc)
+// through the same dissection kernels and the same NVSHMEM calls as the P2P harness
+// (nvshmem/path.cuh, nvlink/dissect.cuh): put = nvshmem_putmem_nbi, p = nvshmem_uint64_p,
+// completion = nvshmem_quiet, round trip = put-with-signal / p on a flag. Two PEs, one per GPU, as
+// forked processes joined by the unique-id bootstrap; NVSHMEM_DISABLE_P2P=1 keeps the two PEs of
+// one node off NVLink, so every op goes out through the NIC and back (loopback through the switch
+// or the NIC); the harness checks that the peer's heap is not mapped (nvshmem_ptr == NULL).
+//   nvshmem-ibgda: NVSHMEM_IB_ENABLE_IBGDA=1 (the GPU builds WQEs and rings the doorbell)
+//   nvshmem-ibrc:  NVSHMEM_IB_ENABLE_IBGDA=0, NVSHMEM_REMOTE_TRANSPORT=ibrc (a CPU proxy thread)
+// The IBGDA knobs (NVSHMEM_IBGDA_NUM_RC_PER_PE, _NIC_HANDLER, _NUM_REQUESTS_IN_BATCH) come in the
+// environment from gicomm-bench-baselines, one process per set of values. Serves the transport of
+// its first point; run by gicomm-bench-baselines, which checks knobs and the NIC first.
+#include <sys/stat.h>
+
+#include <string>
+
+#include "nvlink/dissect.cuh"
+#include "nvshmem/path.cuh"
+
+#ifndef GICOMM_NVSHMEM_LIBDIR
+#define GICOMM_NVSHMEM_LIBDIR ""
+#endif
+
+namespace {
+
+using namespace gicomm::dissect;
+using gicomm::nvshmem_path::NvshmemPath;
+namespace gb = gicomm::baselines;
+
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0;
+}
+
+int nic_body(gb::RankContext& ctx, bool ibgda) {
+  multicast_off();
+  // The transport is what the point names; everything else stays NVSHMEM's default unless set.
+  setenv("NVSHMEM_REMOTE_TRANSPORT", "ibrc", 1);
+  setenv("NVSHMEM_IB_ENABLE_IBGDA", ibgda ? "1" : "0", 1);
+  setenv("NVSHMEM_DISABLE_P2P", "1", 1);
+  setenv("NVSHMEM_SYMMETRIC_SIZE", "268435456", 0);
+  const std::string plugin = std::string(GICOMM_NVSHMEM_LIBDIR) + "/nvshmem_bootstrap_uid.so.3";
+  if (file_exists(plugin)) setenv("NVSHMEM_BOOTSTRAP_UID_PLUGIN", plugin.c_str(), 0);
+  const char* name = ibgda ? "nvshmem-ibgda" : "nvshmem-ibrc";
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2)
+    return gb::hardware_missing(ctx, std::string(name) + " needs 2 GPUs (one PE per GPU, talking through the NIC), found " +
+                                         std::to_string(n));
+  check(cudaSetDevice(ctx.rank), "cudaSetDevice");
+
+  nvshmemx_uniqueid_t uid = NVSHMEMX_UNIQUEID_INITIALIZER;
+  if (ctx.rank == 0) {
+    if (nvshmemx_get_uniqueid(&uid) != 0) throw std::runtime_error("nvshmemx_get_uniqueid failed");
+    gb::publish_blob(ctx, "nvshmem_uid", &uid, sizeof(uid));
+  } else {
+    gb::fetch_blob(ctx, "nvshmem_uid", &uid, sizeof(uid), 60000);
+  }
+  nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
+  if (nvshmemx_set_attr_uniqueid_args(ctx.rank, 2, &uid, &attr) != 0)
+    throw std::runtime_error("nvshmemx_set_attr_uniqueid_args failed");
+  if (nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) != 0)
+    throw std::runtime_error(std::string("nvshmemx_init_attr failed (") + name +
+                             ": NVSHMEM_REMOTE_TRANSPORT=ibrc NVSHMEM_IB_ENABLE_IBGDA=" + (ibgda ? "1" : "0") +
+                             " NVSHMEM_DISABLE_P2P=1; run with NVSHMEM_DEBUG=INFO for its reason)");
+  if (nvshmem_n_pes() != 2) throw std::runtime_error("NVSHMEM reports " + std::to_string(nvshmem_n_pes()) + " PEs");
+  const int me = nvshmem_my_pe();
+  const int peer = 1 - me;
+  char* sym = static_cast<char*>(nvshmem_malloc(kRegionBytes));
+  if (!sym) throw std::runtime_error("nvshmem_malloc failed");
+  if (nvshmem_ptr(sym, peer) != nullptr) {
+    nvshmem_finalize();
+    throw std::runtime_error("NVSHMEM mapped the peer PE's heap over P2P despite NVSHMEM_DISABLE_P2P=1: the ops "
+                             "would not go through the NIC");
+  }
+  init_region(sym);
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  int rc = 0;
+  {
+    Dissector<NvshmemPath> d(stream);
+    Side<NvshmemPath> side{&d, NvshmemPath{sym, peer}, ctx.rank, sym};
+    auto barrier = [] { nvshmem_barrier_all(); };
+    rc = run_points(ctx, me == 0 ? &side : nullptr, me == 1 ? &side : nullptr, barrier);
+  }
+  nvshmem_barrier_all();
+  nvshmem_free(sym);
+  nvshmem_finalize();
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The transport of the first point (gicomm-bench-baselines hands each transport its own file).
+  gicomm::bench::Options o;
+  std::string error;
+  std::string transport = "nvshmem-ibgda";
+  if (gicomm::bench::parse_options(argc, argv, &o, &error) == 0) {
+    try {
+      const auto points = gicomm::bench::load_points(o);
+      if (!points.empty()) transport = points.front().params.get_string("transport", transport);
+    } catch (const std::exception&) {
+    }
+  }
+  if (transport != "nvshmem-ibgda" && transport != "nvshmem-ibrc") transport = "nvshmem-ibgda";
+  const bool ibgda = transport == "nvshmem-ibgda";
+  const gicomm::bench::DriverInfo info{"gicomm-bench-baselines-nvshmem", transport, "mlx5"};
+  return gb::run_baseline_driver(argc, argv, info, {transport}, 2, metric_names(),
+                                 [ibgda](gb::RankContext& ctx) { return nic_body(ctx, ibgda); });
+}
