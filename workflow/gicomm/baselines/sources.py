@@ -33,6 +33,9 @@ from gicomm.schema import validate
 from gicomm.yamlio import load_yaml
 
 PLACEHOLDERS = ("src", "prefix", "build", "jobs", "cuda_archs", "python")
+# Placeholders of a source's `run` section (gicomm.baselines.upstream_run fills them per point).
+RUN_PLACEHOLDERS = ("root", "src", "build", "prefix", "python", "peer")
+_RUN_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9][a-z0-9_.+-]*))?\}")
 
 
@@ -131,6 +134,15 @@ def load_baselines(path: str | Path) -> Baselines:
                         f"{path}: 'sources.{src.name}': unknown placeholder {m.group(0)!r} in "
                         f"{text!r}; allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}, "
                         "{root:SOURCE}"
+                    )
+    for src in sources.values():
+        run = src.spec.get("run", {})
+        for text in [*run.get("argv", []), *run.get("env", {}).values()]:
+            for m in _RUN_PLACEHOLDER.finditer(text):
+                if m.group(1) not in RUN_PLACEHOLDERS:
+                    raise ConfigError(
+                        f"{path}: 'sources.{src.name}.run': unknown placeholder {m.group(0)!r} in "
+                        f"{text!r}; allowed: {', '.join('{' + p + '}' for p in RUN_PLACEHOLDERS)}"
                     )
     _check_acyclic(path, sources)
     return Baselines(sources=sources, use=tuple(data["use"]), path=path)
