@@ -323,3 +323,258 @@ def test_dissection_table_splits_mechanism_and_library():
     for _, r in row.iterrows():
         assert r["path"] == pytest.approx(r["mechanism"] + r["library"])
         assert r["library"] > 0  # both libraries add to a bare store's issue
+
+
+# ---- gicomm-bench-baselines: the NIC baselines' driver --------------------------------------------
+DRIVER = "gicomm-bench-baselines"
+LIBRARY_BASELINES = REPO / "config/experiments/library_baselines.yaml"
+FIXTURES = REPO / "tests/fixtures/baselines"
+
+
+@pytest.fixture(scope="module")
+def baselines_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`make test`'s ctest build when its driver is current, else a host-only build of the
+    driver's target alone."""
+    from conftest import _newest_source_mtime
+
+    ctest = REPO / "build" / "ctest" / "bin" / DRIVER
+    if ctest.is_file() and ctest.stat().st_mtime >= _newest_source_mtime():
+        return ctest
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake missing")
+    build = tmp_path_factory.mktemp("baselines-build")
+    subprocess.run(
+        ["cmake", "-S", str(REPO / "native"), "-B", str(build), "-DGICOMM_WITH_CUDA=OFF",
+         "-DGICOMM_WITH_RDMA=OFF"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    subprocess.run(
+        ["cmake", "--build", str(build), "--target", DRIVER, "-j", "2"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return build / "bin" / DRIVER
+
+
+def fake_sysfs(root: Path, devices: dict[str, str]) -> Path:
+    """/sys/class/infiniband with `devices` {name: port state}; an empty dict is a host without."""
+    ib = root / "class" / "infiniband"
+    ib.mkdir(parents=True)
+    for name, state in devices.items():
+        (ib / name / "ports" / "1").mkdir(parents=True)
+        (ib / name / "ports" / "1" / "state").write_text(f"4: {state}\n")
+    return root
+
+
+def run_driver(
+    driver: Path, tmp_path: Path, points: list[dict], env: dict[str, str] | None = None
+) -> list[dict]:
+    pts = tmp_path / "points.jsonl"
+    pts.write_text("".join(json.dumps(p) + "\n" for p in points))
+    out = tmp_path / "out.jsonl"
+    argv = [str(driver), "--experiment", "library_baselines", "--points", str(pts), "--out", str(out),
+            "--campaign", "c", "--host", "h", "--platform", "local", "--run-index", "0",
+            "--provenance-id", "p", "--warmup", "1", "--iters", "2", "--nic-backend", "mlx5"]  # fmt: skip
+    full_env = {
+        "PATH": "/usr/bin:/bin",
+        "GICOMM_PYTHON": sys.executable,
+        "GICOMM_REPO": str(REPO),
+        "GICOMM_SYSFS_ROOT": str(fake_sysfs(tmp_path / "sys", {})),
+        "GICOMM_BASELINES_DIR": str(tmp_path / "no-builds"),
+        "TMPDIR": str(tmp_path),
+        **(env or {}),
+    }
+    proc = subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    recs = list(iter_records(out))
+    for r in recs:
+        check_record(r, "test")
+    ids = {p["point_id"] for p in points}
+    assert {r["point_id"] for r in recs} == ids, proc.stderr  # every point answered
+    return recs
+
+
+def library_points() -> list[dict]:
+    e = load_experiment(LIBRARY_BASELINES)
+    return [json.loads(p.to_json()) for p in e.points()]
+
+
+def test_library_baselines_without_a_nic_skips_every_transport_with_the_reason(
+    baselines_driver, tmp_path
+):
+    points = library_points()
+    recs = run_driver(baselines_driver, tmp_path, points)
+    by_transport: dict[str, set[str]] = {}
+    for r in recs:
+        assert r["status"] == "skipped", r
+        assert r["error"].startswith("not measurable on this host: "), r["error"]
+        assert r["params"] == next(p["params"] for p in points if p["point_id"] == r["point_id"])
+        by_transport.setdefault(r["transport"], set()).add(r["error"])
+    assert set(by_transport) == {p["params"]["transport"] for p in points}
+    assert len(by_transport) == 8
+    for t in ("nvshmem-ibgda", "nccl-gin-gdaki"):
+        (why,) = by_transport[t]
+        assert "needs an mlx5 (ConnectX) RDMA device with an ACTIVE port" in why
+        assert "found no RDMA device in" in why
+    for t in ("nvshmem-ibrc", "nccl-gin-proxy"):
+        (why,) = by_transport[t]
+        assert "needs an RDMA (InfiniBand/RoCE verbs) device" in why
+    for t in ("mscclpp-port", "uccl-ep", "deepep-v1", "fabric-lib"):
+        (why,) = by_transport[t]
+        assert "needs an RDMA NIC (mlx5)" in why and "is not prepared" in why
+    assert "peer" in next(iter(by_transport["fabric-lib"]))
+
+
+def test_a_nic_without_the_harness_or_gpus_says_which(baselines_driver, tmp_path):
+    sysfs = fake_sysfs(tmp_path / "nic-sys", {"mlx5_0": "ACTIVE"})
+    points = [
+        p for p in library_points() if p["params"]["transport"].startswith(("nvshmem", "nccl"))
+    ]
+    recs = run_driver(baselines_driver, tmp_path, points, {"GICOMM_SYSFS_ROOT": str(sysfs)})
+    for r in recs:
+        assert r["status"] == "skipped", r
+        # A host-only build has no CUDA harness; a CUDA build's harness finds no 2 GPUs here.
+        assert "was not built" in r["error"] or "needs 2 GPUs" in r["error"], r["error"]
+
+
+def test_an_inactive_or_foreign_nic_is_not_enough(baselines_driver, tmp_path):
+    sysfs = fake_sysfs(tmp_path / "nic-sys", {"mlx5_0": "DOWN", "rxe0": "ACTIVE"})
+    points = [{"point_id": "g", "params": {"transport": "nvshmem-ibgda", "op": "put", "size": 8}}]
+    (rec, *_) = run_driver(baselines_driver, tmp_path, points, {"GICOMM_SYSFS_ROOT": str(sysfs)})
+    assert rec["status"] == "skipped"
+    assert "found only mlx5_0 (mlx5, no ACTIVE port), rxe0 (unknown driver, active)" in rec["error"]
+
+
+@pytest.mark.parametrize(
+    ("transport", "key", "value", "message"),
+    [
+        ("nvshmem-ibgda", "ibgda_nic_handler", "fast",
+         "bad parameter ibgda_nic_handler=fast (NVSHMEM_IBGDA_NIC_HANDLER): allowed "
+         "auto | gpu | cpu | cpu_host_memory"),
+        ("nvshmem-ibgda", "ibgda_num_rc_per_pe", 0,
+         "bad parameter ibgda_num_rc_per_pe=0 (NVSHMEM_IBGDA_NUM_RC_PER_PE): allowed an integer "
+         "from 1 to 1024"),
+        ("nvshmem-ibgda", "ibgda_num_requests_in_batch", "many",
+         "bad parameter ibgda_num_requests_in_batch=many (NVSHMEM_IBGDA_NUM_REQUESTS_IN_BATCH): "
+         "allowed an integer from 1 to 1024"),
+        ("nccl-gin-proxy", "gin_proxy_queue_size", 48,
+         "bad parameter gin_proxy_queue_size=48 (NCCL_GIN_PROXY_QUEUE_SIZE): allowed a power of two "
+         "from 1 to 65536"),
+        ("nvshmem-ibrc", "ibgda_num_rc_per_pe", 16,
+         "bad parameter ibgda_num_rc_per_pe=16: it sets NVSHMEM_IBGDA_NUM_RC_PER_PE, which applies "
+         "to nvshmem-ibgda only, not to nvshmem-ibrc"),
+        ("nccl-gin-proxy", "gin_gdaki_qp_depth", 128,
+         "bad parameter gin_gdaki_qp_depth=128: it sets NCCL_GIN_GDAKI_QP_DEPTH, which applies to "
+         "nccl-gin-gdaki only"),
+    ],
+)  # fmt: skip
+def test_bad_knobs_fail_their_point_naming_key_value_and_allowed(
+    baselines_driver, tmp_path, transport, key, value, message
+):
+    points = [
+        {"point_id": "bad", "params": {"transport": transport, "op": "put", "size": 8, key: value}},
+        {"point_id": "good", "params": {"transport": transport, "op": "put", "size": 8}},
+    ]
+    recs = run_driver(baselines_driver, tmp_path, points)
+    bad = [r for r in recs if r["point_id"] == "bad"]
+    assert bad and all(r["status"] == "failed" and message in r["error"] for r in bad), bad
+    good = [r for r in recs if r["point_id"] == "good"]
+    assert good and all(r["status"] == "skipped" for r in good)  # no NIC here
+
+
+def test_a_good_knob_reaches_the_harness_as_env(baselines_driver, tmp_path):
+    """With a NIC present, a valid knob groups the point with its env (here the harness is not
+    built or finds no GPUs, which the reason says; the knob itself is accepted)."""
+    sysfs = fake_sysfs(tmp_path / "nic-sys", {"mlx5_0": "ACTIVE"})
+    points = [{"point_id": "k", "params": {"transport": "nvshmem-ibgda", "op": "put", "size": 8,
+                                           "ibgda_nic_handler": "cpu_host_memory",
+                                           "ibgda_num_rc_per_pe": 16}}]  # fmt: skip
+    (rec, *_) = run_driver(baselines_driver, tmp_path, points, {"GICOMM_SYSFS_ROOT": str(sysfs)})
+    assert rec["status"] == "skipped" and "bad parameter" not in rec["error"]
+
+
+# ---- the upstream runner, end to end through the driver, with fake upstream programs --------------
+ECHO = "import sys; sys.stdout.write(open(sys.argv[1]).read()); sys.exit(int(sys.argv[2]))"
+
+
+def fake_upstream(tmp_path: Path, prepared: list[str], exit_code: int = 0) -> dict[str, str]:
+    """A baselines file whose MSCCL++ and DeepEP sources print the parser fixtures (the upstream
+    formats), and manifests (as `snakemake baselines` leaves them) for the `prepared` ones."""
+    root = tmp_path / "installed"
+    root.mkdir()
+    sources = {
+        "mscclpp-fake": {"library": "mscclpp", "kind": "path", "path": str(root),
+                         "run": {"tool": "mscclpp-mp-unit",
+                                 "argv": ["{python}", "-c", ECHO,
+                                          str(FIXTURES / "mscclpp_mp_unit.txt"), str(exit_code)]}},
+        "deepep-fake": {"library": "deepep", "kind": "path", "path": str(root),
+                        "run": {"tool": "deepep-low-latency",
+                                "argv": ["{python}", "-c", ECHO,
+                                         str(FIXTURES / "deepep_low_latency.txt"), str(exit_code)],
+                                "env": {"FAKE_ROOT": "{root}"}}},
+    }  # fmt: skip
+    cfg = write(tmp_path, {"use": list(sources), "sources": sources})
+    builds = tmp_path / "builds"
+    for name in prepared:
+        (builds / name).mkdir(parents=True)
+        manifest = {"name": name, "library": sources[name]["library"], "kind": "path",
+                    "version": str(root), "root": str(root)}  # fmt: skip
+        (builds / name / "manifest.json").write_text(json.dumps(manifest))
+    return {"GICOMM_BASELINES_FILE": str(cfg), "GICOMM_BASELINES_DIR": str(builds)}
+
+
+UPSTREAM_POINTS = [
+    {"point_id": "m", "params": {"transport": "mscclpp-port", "nic_backend": "mlx5"}},
+    {"point_id": "d", "params": {"transport": "deepep-v1", "nic_backend": "mlx5"}},
+]
+
+
+def test_upstream_programs_become_records_through_the_driver(baselines_driver, tmp_path):
+    env = fake_upstream(tmp_path, ["mscclpp-fake", "deepep-fake"])
+    recs = run_driver(baselines_driver, tmp_path, UPSTREAM_POINTS, env)
+    assert all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+    m = [r for r in recs if r["point_id"] == "m"]
+    assert {r["transport"] for r in m} == {"mscclpp-port"}
+    rtt = {r["params"]["test"]: r["stats"]["p50"] for r in m}
+    assert rtt["PingPongPerf"] == pytest.approx(7363.0)  # 7.363 us/iter
+    for r in m:
+        assert r["metric"] == "rtt_ns" and r["params"]["upstream_stat"] == "avg"
+        assert r["params"]["source"] == "mscclpp-fake" and r["params"]["nic_backend"] == "mlx5"
+    d = [r for r in recs if r["point_id"] == "d"]
+    both = [r for r in d if r["params"].get("phase") == "dispatch+combine" and r["metric"] == "time_ns"
+            and r["params"]["upstream_stat"] == "avg" and r["params"]["rank"] == 0]  # fmt: skip
+    assert len(both) == 1 and both[0]["stats"]["p50"] == pytest.approx(491300.0)
+    assert {r["transport"] for r in d} == {"deepep-v1"}
+    logs = tmp_path / "out.jsonl.logs"
+    assert (logs / "m.log").read_text() == (FIXTURES / "mscclpp_mp_unit.txt").read_text()
+
+
+def test_upstream_sources_not_prepared_are_skipped(baselines_driver, tmp_path):
+    env = fake_upstream(tmp_path, ["deepep-fake"])
+    recs = run_driver(baselines_driver, tmp_path, UPSTREAM_POINTS, env)
+    m = [r for r in recs if r["point_id"] == "m"]
+    assert m and all(r["status"] == "skipped" for r in m)
+    assert "source mscclpp-fake (mscclpp" in m[0]["error"] and "is not prepared" in m[0]["error"]
+    assert all(r["status"] == "ok" for r in recs if r["point_id"] == "d")
+
+
+def test_a_failing_upstream_program_fails_its_point_with_its_output(baselines_driver, tmp_path):
+    env = fake_upstream(tmp_path, ["mscclpp-fake", "deepep-fake"], exit_code=1)
+    recs = run_driver(baselines_driver, tmp_path, UPSTREAM_POINTS, env)
+    for r in recs:
+        assert r["status"] == "failed"
+        assert "exited with code 1" in r["error"] and "output ends:" in r["error"]
+
+
+def test_an_unknown_run_placeholder_is_refused(tmp_path):
+    src = {"library": "mscclpp", "kind": "path", "path": "/x",
+           "run": {"tool": "mscclpp-mp-unit", "argv": ["{shell}"]}}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"unknown placeholder '\{shell\}'"):
+        load_baselines(write(tmp_path, {"use": [], "sources": {"s": src}}))
+
+
+def test_the_papers_sources_say_how_to_run_their_upstream_test():
+    from gicomm.baselines.upstream_run import TRANSPORTS
+
+    b = load_baselines(BASELINES)
+    libraries = {b.source(n).library for n in b.use if "run" in b.source(n).spec}
+    assert set(TRANSPORTS.values()) <= libraries
