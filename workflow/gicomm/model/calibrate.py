@@ -150,6 +150,11 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
         worker_tper_ns=tper,
         worker_bmax=16,
         worker_qp_depth=4096,
+        shared_enqueue_ns=value("miniproxy.issue_mp") * 1e3,
+    )
+    src["paths.mini-proxy.shared_enqueue_ns"] = (
+        _src("miniproxy.issue_mp")
+        + " (multi-producer ring: atomic reservation, host progress read)"
     )
     src["paths.mini-proxy.build"] = _src("miniproxy.issue") + " (tuned enqueue, one posted store)"
     src["paths.mini-proxy.latency"] = (

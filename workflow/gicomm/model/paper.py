@@ -38,6 +38,9 @@ CALIBRATE: dict[str, PaperNumber] = {
         _n("miniproxy.issue", 0.13, "us", "table03 mini-proxy tuned pib_issue_us"),
         _n("miniproxy.completion", 4.10, "us", "table03 mini-proxy tuned pib_put_completion_us"),
         _n("miniproxy.rtt", 5.89, "us", "table03 mini-proxy tuned pib_rtt_us"),
+        # multi-producer ring enqueue (atomic slot reservation, PCIe read of host progress,
+        # system-scope release): the tuned single store needs one producer per ring (Sec A2)
+        _n("miniproxy.issue_mp", 2.27, "us", "table03 mini-proxy baseline pib_issue_us"),
         # one-thread / one-context rates: per-WQE and per-doorbell GPU costs (Table 5, Table 13)
         _n("minigda.rate_1thr_b1", 1.79, "Mmsg/s", "table05 One thread, 1 QP, 1 WQE/doorbell"),
         _n("minigda.rate_1thr_b16", 4.70, "Mmsg/s", "table05 One thread, 1 QP, 16 WQEs/doorbell"),
@@ -79,6 +82,11 @@ VALIDATE: dict[str, PaperNumber] = {
         _n("t11.miniproxy.reserved", 115.0, "us", "table11 mini-proxy P-IB unpaced reserved"),
         _n("f10.alltoall_loss_3000", 59.0, "percent", "Fig10b 32-PE all-to-all loss at ~3000"),
         _n("f10.sendrecv_8192wpv", 141.0, "Mmsg/s", "Fig10a send+recv, 8192 writes/visit, 139-143"),
+        # added after the first validation run, as diagnostics of the two failing headlines
+        _n("f7.private_probe_b16", 272.0, "us", "Fig7 loaded private probe RTT, T=1 R=8 B=16"),
+        _n("f7.private_probe_b1", 255.0, "us", "Fig7 loaded private probe RTT, T=1 R=8 B=1"),
+        _n("f10.rc256_retained_2976", 56.0, "percent", "Fig10b RC, 256-write bursts, at 2976"),
+        _n("t16.sendrecv_4096", 73.75, "Mmsg/s", "table16 send+recv 8 B at 4096 QPs, 0.59 GB/s"),
     ]
 }
 
@@ -101,6 +109,11 @@ _CSV_CHECKS: dict[str, tuple[str, dict[str, object], str]] = {
         "table05_minigda_msgrate_8B_PIB.csv",
         {"threads": 64, "qps": "64", "sms": 64, "wqes_per_doorbell": 16},
         "mmsg_per_s",
+    ),
+    "miniproxy.issue_mp": (
+        "table03_one_op_8B.csv",
+        {"path": "mini-proxy baseline"},
+        "pib_issue_us",
     ),
     "t11.miniproxy.shared": (
         "table11_loaded_rtt_64CTAs.csv",

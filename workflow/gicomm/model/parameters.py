@@ -66,6 +66,10 @@ class PathParams:
     worker_tper_ns: dict[str, float] = field(default_factory=dict)
     worker_bmax: int = 16
     worker_qp_depth: int = 4096
+    # proxy path: enqueue cost onto a ring that several producers share (a multi-producer ring
+    # needs atomic slot reservation; the tuned single-store enqueue needs one producer per ring).
+    # 0 means the same as build.
+    shared_enqueue_ns: float = 0.0
 
     def gpu_ns(self, cycles: float, const_ns: float, sm_clock_mhz: float) -> float:
         return cycles / sm_clock_mhz * 1e3 + const_ns
@@ -75,6 +79,12 @@ class PathParams:
 
     def ring_cost(self, sm_clock_mhz: float) -> float:
         return self.gpu_ns(self.ring_cycles, self.ring_ns, sm_clock_mhz)
+
+    def enqueue_cost(self, sm_clock_mhz: float, producers_on_queue: int) -> float:
+        """Per-descriptor cost of a proxy producer on a ring with ``producers_on_queue``."""
+        if producers_on_queue > 1 and self.shared_enqueue_ns > 0.0:
+            return self.shared_enqueue_ns
+        return self.build_cost(sm_clock_mhz)
 
     def worker_cost(self, n: int, state: str = "cold") -> float:
         return self.worker_t0_ns[state] + n * self.worker_tper_ns[state]

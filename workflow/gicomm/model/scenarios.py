@@ -35,13 +35,24 @@ def _tail(p: ModelParams, path: PathParams, state: str = "cold") -> float:
 
 
 def _probe(
-    p: ModelParams, path: PathParams, q: int, n: int, start: float, tail_extra: float = 0.0
+    p: ModelParams,
+    path: PathParams,
+    q: int,
+    n: int,
+    start: float,
+    tail_extra: float = 0.0,
+    shared_ring: bool = False,
 ) -> Producer:
+    """One thread, one op outstanding; on a proxy ring shared with other producers its enqueue
+    is the multi-producer one (``shared_enqueue_ns``) instead of the tuned single store."""
     ring = path.ring_cost(p.sm_clock_mhz) if path.kind == "gpu" else 0.0
     ring = min(ring, path.issue_ns)
+    issue = path.issue_ns
+    if path.kind == "proxy" and shared_ring:
+        issue = path.enqueue_cost(p.sm_clock_mhz, 2)
     return Producer(
         q0=q,
-        t_build=path.issue_ns - ring,
+        t_build=issue - ring,
         t_ring=ring,
         tail=_tail(p, path) + tail_extra,
         nmsg=n,
@@ -155,10 +166,11 @@ def proxy_rate(
     path.worker_bmax = batch
     topo, r0 = _proxy_topology(p, path, rings, workers, state)
     for i in range(producers):
+        on_ring = len(range(i % rings, producers, rings))
         topo.add(
             Producer(
                 q0=r0 + i % rings,
-                t_build=path.build_cost(p.sm_clock_mhz),
+                t_build=path.enqueue_cost(p.sm_clock_mhz, on_ring),
                 t_ring=0.0,
                 tail=_tail(p, path),
                 nmsg=max(msgs // producers, 1),
@@ -185,18 +197,26 @@ def loaded_rtt(
     bg_pace_ns: float = 0.0,
     state: str = "cold",
     bg_msgs: int | None = None,
+    workers: int = ASSUME_PROXY_WORKERS,
+    rings: int = ASSUME_PROXY_RINGS,
+    chain: int | None = None,
 ) -> LoadedRtt:
     """Probe RTT p50 while ``bg_ctas`` unpaced (or paced) background CTAs load the path.
 
     ``mode`` is "shared" (the probe shares a queue with background CTAs) or "reserved".
     GPU path: one producer per CTA, one context (send queue) each when reserved, a pool of
-    ``ASSUME_GDAKI_SHARED_POOL`` when shared. Proxy path: ``ASSUME_PROXY_RINGS`` rings for the
-    background, the probe on ring 0 (shared) or on its own extra ring (reserved).
+    ``ASSUME_GDAKI_SHARED_POOL`` when shared. Proxy path: ``rings`` rings for the background
+    served by ``workers`` workers chaining up to ``chain`` requests (default: the path's), the
+    probe on ring 0 (shared) or on its own extra ring (reserved). A ring with more than one
+    producer is enqueued with the multi-producer protocol (``PathParams.shared_enqueue_ns``).
     """
     if mode not in ("shared", "reserved"):
         raise ValueError(f"mode must be shared or reserved, not {mode!r}")
     path = p.path(path_name)
+    if chain is not None:
+        path = PathParams(**{**path.__dict__, "worker_bmax": chain})
     f = p.sm_clock_mhz
+    on_queue: dict[int, int] = {}
     if path.kind == "gpu":
         n_ctx = ASSUME_GDAKI_SHARED_POOL if mode == "shared" else bg_ctas + 1
         topo = Topology()
@@ -206,17 +226,20 @@ def loaded_rtt(
         start = 50_000.0
         total = bg_msgs or 600_000
     else:
-        rings = ASSUME_PROXY_RINGS + (0 if mode == "shared" else 1)
-        topo, r0 = _proxy_topology(p, path, rings, ASSUME_PROXY_WORKERS, state)
-        bg_q = [r0 + i % ASSUME_PROXY_RINGS for i in range(bg_ctas)]
-        probe_q = r0 if mode == "shared" else r0 + ASSUME_PROXY_RINGS
+        topo, r0 = _proxy_topology(p, path, rings + (mode == "reserved"), workers, state)
+        bg_q = [r0 + i % rings for i in range(bg_ctas)]
+        probe_q = r0 if mode == "shared" else r0 + rings
         start = 3_000_000.0
         total = bg_msgs or 1_500_000
+        for q in [*bg_q, probe_q]:
+            on_queue[q] = on_queue.get(q, 0) + 1
     for q in bg_q:
         topo.add(
             Producer(
                 q0=q,
-                t_build=path.build_cost(f),
+                t_build=path.enqueue_cost(f, on_queue[q])
+                if path.kind == "proxy"
+                else path.build_cost(f),
                 t_ring=path.ring_cost(f) if path.kind == "gpu" else 0.0,
                 tail=_tail(p, path),
                 nmsg=total // bg_ctas,
@@ -224,7 +247,7 @@ def loaded_rtt(
                 pace=bg_pace_ns,
             )
         )
-    topo.add(_probe(p, path, probe_q, probes, start))
+    topo.add(_probe(p, path, probe_q, probes, start, shared_ring=on_queue.get(probe_q, 1) > 1))
     res = topo.run(p.nic)
     lat = res.probe_latencies(0.25)
     bg = np.arange(bg_ctas)
