@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One device call for the NIC baselines (library_baselines; issue 6): build gicomm-bench-baselines and
+# its CUDA harnesses against the image's NVSHMEM and NCCL pip packages, run the driver on every point
+# of library_baselines (on a host without an RDMA NIC: every point skipped with its reason), run each
+# CUDA harness directly on one point (without a NIC: each fails at library init, with the library's
+# reason), and rerun the NVLink dissection briefly (the shared kernels and the NVSHMEM path moved).
+#   native/baselines/device_nic.sh POINTS_DIR
+# POINTS_DIR holds library_baselines.points.jsonl, nvlink_dissection.points.jsonl and
+# <transport>.points.jsonl for nvshmem-ibrc/-ibgda and nccl-gin-gdaki/-proxy. Output under $OUT.
+# Never changes clocks; NVLink multicast stays off.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+pts=$1
+out=${OUT:-/tmp/gicomm-nic-out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+log="$out/logs.txt"
+{
+  echo "== date"; date -u
+  echo "== nvidia-smi -L"; nvidia-smi -L
+  echo "== /sys/class/infiniband"; ls -la /sys/class/infiniband 2>&1
+  python3 -m pip show nvidia-nvshmem-cu13 nvidia-nccl-cu13 2>/dev/null | grep -E '^(Name|Version)'
+} > "$log" 2>&1
+nvshmem=$(python3 -c 'import nvidia.nvshmem as m; print(list(m.__path__)[0])' 2>/dev/null)
+nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+targets="gicomm-bench-baselines gicomm-bench-baselines-nvshmem gicomm-bench-baselines-nccl-gin gicomm-bench-nvlink gicomm-bench-nvlink-nvshmem gicomm-bench-nvlink-nccl"
+src=build/device-nic-src
+mkdir -p "$src"
+# The baselines alone on the shared harness (other components' work in progress stays out).
+cat > "$src/CMakeLists.txt" <<CMK
+cmake_minimum_required(VERSION 3.24)
+project(gicomm_baselines_only LANGUAGES C CXX CUDA)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_ARCHITECTURES 90)
+find_package(CUDAToolkit REQUIRED)
+find_package(Threads REQUIRED)
+enable_testing()
+set(GICOMM_HAVE_CUDA ON)
+set(GICOMM_HOST_WARNINGS -Wall -Wextra -Werror)
+set(CMAKE_RUNTIME_OUTPUT_DIRECTORY \${CMAKE_BINARY_DIR}/bin)
+add_library(gicomm_headers INTERFACE)
+target_include_directories(gicomm_headers INTERFACE $PWD/native/include)
+add_subdirectory($PWD/native/bench/common bench_common)
+add_subdirectory($PWD/native/baselines baselines)
+CMK
+bdir=build/device-nic
+t0=$(date +%s)
+{ cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DGICOMM_NVSHMEM_ROOT="$nvshmem" -DGICOMM_NCCL_ROOT="$nccl" &&
+  cmake --build "$bdir" -j 16 --target $targets; } >> "$log" 2>&1
+echo "build exit $? after $(( $(date +%s) - t0 )) s" | tee -a "$log"
+ls "$bdir/bin" >> "$log" 2>&1
+common=(--campaign dev --host dev --platform h200 --run-index 0 --provenance-id dev --nic-backend mlx5)
+echo "== gicomm-bench-baselines, every point of library_baselines" >> "$log"
+timeout 300 "$bdir/bin/gicomm-bench-baselines" --experiment library_baselines --points "$pts/library_baselines.points.jsonl" \
+  --out "$out/library_baselines.jsonl" --warmup 10 --iters 100 "${common[@]}" >> "$log" 2>&1
+echo "driver exit $?" | tee -a "$log"
+for t in nvshmem-ibrc nvshmem-ibgda nccl-gin-gdaki nccl-gin-proxy; do
+  case $t in nvshmem*) prog=gicomm-bench-baselines-nvshmem ;; *) prog=gicomm-bench-baselines-nccl-gin ;; esac
+  echo "== $prog directly, $t" >> "$log"
+  timeout 200 "$bdir/bin/$prog" --experiment library_baselines --points "$pts/$t.points.jsonl" \
+    --out "$out/direct-$t.jsonl" --warmup 10 --iters 100 "${common[@]}" >> "$log" 2>&1
+  echo "$t direct exit $?" | tee -a "$log"
+done
+echo "== gicomm-bench-nvlink, nvlink_dissection (short)" >> "$log"
+timeout 300 "$bdir/bin/gicomm-bench-nvlink" --experiment nvlink_dissection --points "$pts/nvlink_dissection.points.jsonl" \
+  --out "$out/nvlink_dissection.jsonl" --warmup 50 --iters 500 --timeout-ms 2000 --campaign dev --host dev \
+  --platform h200 --run-index 0 --provenance-id dev >> "$log" 2>&1
+echo "nvlink exit $?" | tee -a "$log"
+grep -h '\[gicomm\]' "$log" | cut -c1-300 | tail -40
