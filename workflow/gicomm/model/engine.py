@@ -82,6 +82,19 @@ RX_MULT = 1000003
 S_N = 11
 
 
+@njit(cache=True, inline="always")
+def _work_for_idle(u_kind: np.ndarray, rdy_st: np.ndarray, rx_st: np.ndarray) -> bool:
+    """Whether some unit is idle while work waits (skips a call to ``_nic_fill`` otherwise)."""
+    if rdy_st[1] == 0 and rx_st[1] == 0:
+        return False
+    idle = False
+    for u in range(u_kind.shape[0]):
+        if u_kind[u] == 0:
+            idle = True
+            break
+    return idle
+
+
 @njit(cache=True)
 def _nic_fill(
     first: int,
@@ -408,11 +421,12 @@ def simulate(
             q_cnt[q] += b
             if qi[q, QI_KIND] == QK_NIC:
                 _nic_notify(q, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
-                _nic_fill(
-                    -1, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
-                    rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
-                    stats, ht, hs, hk, hi, hst,
-                )  # fmt: skip
+                if _work_for_idle(u_kind, rdy_st, rx_st):
+                    _nic_fill(
+                        -1, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
+                        rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
+                        stats, ht, hs, hk, hi, hst,
+                    )  # fmt: skip
             else:
                 w = qi[q, QI_WORKER]
                 if w_busy[w] == 0:
@@ -551,10 +565,12 @@ def simulate(
             q_occ[r] -= n
             n_ready_p = _wake_waiters(r, n, q_wh, q_wt, p_wnext, ready_p, n_ready_p)
             _nic_notify(qp, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
-            _nic_fill(
-                -1, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st, rxc, rxn, rx_st,
-                u_kind, u_q, u_start, u_n, ctags, cstamps, stats, ht, hs, hk, hi, hst,
-            )  # fmt: skip
+            if _work_for_idle(u_kind, rdy_st, rx_st):
+                _nic_fill(
+                    -1, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
+                    rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
+                    stats, ht, hs, hk, hi, hst,
+                )  # fmt: skip
             w_busy[w] = 2
             heap_push(ht, hs, hk, hi, hst, now, EV_W_POLL, w)
     stats[S_T_END] = now
