@@ -131,6 +131,19 @@ def test_records_recover_known_parameters():
     assert by.loc["nic.t_wqe_ns", "origin"] != "records"  # no ceiling data: stays on the paper
 
 
+def test_proxy_enqueue_variants_fit_their_own_parameters():
+    rows = [
+        _record("mini-proxy", "issue_ns", 2500.0, "ns", threads=1, enqueue="baseline"),
+        _record("mini-proxy", "rtt_ns", 15000.0, "ns", threads=1, enqueue="baseline"),
+        _record("mini-proxy", "issue_ns", 150.0, "ns", threads=1, enqueue="tuned"),
+        _record("mini-proxy", "rtt_ns", 6000.0, "ns", threads=1, enqueue="tuned"),
+    ]
+    fit = from_records(pd.DataFrame(rows)).path("mini-proxy")
+    assert fit.shared_enqueue_ns == 2500.0
+    assert fit.issue_ns == 150.0
+    assert fit.rtt_ns == 6000.0
+
+
 def test_records_without_model_data_keep_paper_values():
     tidy = pd.DataFrame([_record("nvshmem-p2p", "goodput", 10.0, "GB/s")])
     assert from_records(tidy).to_dict() == from_paper().to_dict()

@@ -245,7 +245,9 @@ def from_records(
     """Fit what the records support; keep ``base`` (default: ``from_paper``) for the rest.
 
     Fitted, per path (records whose ``transport`` maps to the path name):
-      * ``issue_ns`` / ``completion_ns`` / ``rtt_ns``: median p50 of one-thread points;
+      * ``issue_ns`` / ``completion_ns`` / ``rtt_ns``: median p50 of one-thread points (for the
+        proxy, tuned-enqueue points; the baseline enqueue's ``issue_ns`` sets the shared-ring
+        enqueue cost);
       * GPU ``build``/``ring``: ``msg_rate`` at one thread and one QP against ``batch``
         (t(b) = ring + b*build), split by the clock share;
       * clock share: ``issue_ns`` against ``sm_clock_mhz`` (T = C/f + B), given several clocks;
@@ -271,6 +273,14 @@ def from_records(
         if mine.empty:
             continue
         one = mine[threads.loc[mine.index] == 1]
+        if path.kind == "proxy" and "param_enqueue" in one:
+            # the baseline (multi-producer) enqueue is the shared-ring cost; the idle latencies
+            # are the tuned path's (proxy_one_op sweeps both)
+            base = one[(one["param_enqueue"] == "baseline") & (one["metric"] == "issue_ns")]
+            if len(base):
+                path.shared_enqueue_ns = float(base["_p50"].median())
+                p.sources[f"paths.{name}.shared_enqueue_ns"] = _describe(base)
+            one = one[one["param_enqueue"].isna() | (one["param_enqueue"] != "baseline")]
         for metric, attr in (
             ("issue_ns", "issue_ns"),
             ("completion_ns", "completion_ns"),
