@@ -33,9 +33,9 @@ if [ -z "${SKIP_CHECKS:-}" ]; then
     echo "== $(date -u +%FT%TZ) connection_scaling smoke on softnic-gpu"
     python3 - > /tmp/cs_points.jsonl <<'EOF'
 import json
-pts = [(q, 32) for q in (64, 1024, 4096)] + [(64, 8192)]
-for i, (q, w) in enumerate(pts):
-    params = {"active_qps": q, "writes_per_visit": w, "direction": "send_recv", "size": 8,
+pts = [(q, 32, 8) for q in (64, 1024, 4096)] + [(64, 8192, 8), (1024, 32, 4096)]
+for i, (q, w, size) in enumerate(pts):
+    params = {"active_qps": q, "writes_per_visit": w, "direction": "send_recv", "size": size,
               "producers": 64, "nic_backend": "softnic-gpu"}
     print(json.dumps({"point_id": f"smoke{i}", "params": params}))
 EOF

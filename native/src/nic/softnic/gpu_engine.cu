@@ -25,30 +25,37 @@ void check(cudaError_t e, const char* what) {
 
 __device__ __forceinline__ uint4 load_cv(const uint8_t* p) { return __ldcv(reinterpret_cast<const uint4*>(p)); }
 
+// Payload source bytes. A pointer payload lives in another GPU's (or host) memory that its producer
+// rewrites between operations: every load bypasses the caches (a cached line would be stale; a
+// plain byte loop once returned old bytes for lengths not a multiple of 8). An inline payload is
+// the engine's own copy of the WQE (local memory), where ld.global.cv is not allowed at all.
+__device__ __forceinline__ uint8_t load_src_u8(const uint8_t* p, bool global) { return global ? __ldcv(p) : *p; }
+__device__ __forceinline__ unsigned long long load_src_u64(const uint8_t* p, bool global) {
+  return global ? __ldcv(reinterpret_cast<const unsigned long long*>(p)) : *reinterpret_cast<const unsigned long long*>(p);
+}
+
 struct GpuMem {
   __device__ void copy(void* dst, const void* src, uint32_t n) {
     uint8_t* d = static_cast<uint8_t*>(dst);
     const uint8_t* s = static_cast<const uint8_t*>(src);
+    const bool global = __isGlobal(s) != 0;
     const uintptr_t da = reinterpret_cast<uintptr_t>(d);
     if ((da & 7) == 0 && (n & 7) == 0) {
       const bool src_aligned = (reinterpret_cast<uintptr_t>(s) & 7) == 0;
       for (uint32_t i = 0; i < n; i += 8) {
         unsigned long long v;
         if (src_aligned) {
-          v = __ldcv(reinterpret_cast<const unsigned long long*>(s + i));
+          v = load_src_u64(s + i, global);
         } else {
           unsigned char b[8];
-          for (int k = 0; k < 8; ++k) b[k] = __ldcv(s + i + k);
+          for (int k = 0; k < 8; ++k) b[k] = load_src_u8(s + i + k, global);
           memcpy(&v, b, 8);
         }
         *reinterpret_cast<unsigned long long*>(d + i) = v;
       }
       return;
     }
-    // Every load of the source bypasses the caches, as above: the source is another GPU's memory
-    // that its producer rewrites between operations, and a cached line would be stale (a plain
-    // byte loop here once returned old payload bytes for lengths not a multiple of 8).
-    for (uint32_t i = 0; i < n; ++i) d[i] = __ldcv(s + i);
+    for (uint32_t i = 0; i < n; ++i) d[i] = load_src_u8(s + i, global);
   }
   __device__ uint64_t fetch_add(uint64_t* p, uint64_t add) {
     return atomicAdd_system(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(add));
