@@ -367,10 +367,10 @@ static void run_errors() {
               (unsigned long long)c.flushes, (unsigned long long)c.stale_retries);
 }
 
-// A collapsed CQ names the *first* WQEBB of the newest completed WQE; the completion frontier a
-// consumer derives from it (m::frontier_after_cqe, the same function mini-gda's quiet uses on the
-// GPU) must reach the producer index exactly after WQEs of 1..4 WQEBBs (inline writes up to
-// kMaxInlineRc bytes), never pass it, and never move backwards.
+// A collapsed CQ names the *first* WQEBB of the newest completed WQE. The wait mini-gda's quiet
+// does on the GPU (m::frontier_of_cqe for the frontier, m::completion_target for what to wait for)
+// must end exactly when the last of a batch of 1..4-WQEBB WQEs (inline writes up to kMaxInlineRc
+// bytes) is complete, never report a frontier past the producer, and never move backwards.
 static void run_multi_wqebb_frontier() {
   sn::SoftNic nic;
   std::vector<uint8_t> src(4096), dst(64 * kSlot, 0);
@@ -386,10 +386,10 @@ static void run_multi_wqebb_frontier() {
   m::HostSq sq(nic.sq(qp));
   const m::Cqe64* cqe = nic.cq(qp).buf;
   unsigned long long frontier = 0;
-  uint32_t multi = 0, slot = 0;
+  uint32_t multi = 0, multi_last = 0, slot = 0;
   for (int round = 0; round < 400 && failures.load() == 0; ++round) {
     const uint32_t batch = 1 + rng() % 6;  // at most 24 WQEBBs in flight: the ring (64) never wraps onto them
-    uint32_t last_slot = 0, last_len = 0, last_off = 0;
+    uint32_t last_slot = 0, last_len = 0, last_off = 0, last_wqebbs = 1;
     for (uint32_t k = 0; k < batch; ++k) {
       const uint32_t len = 1 + rng() % m::kMaxInlineRc;
       const uint32_t off = rng() % (4096 - len);
@@ -397,50 +397,45 @@ static void run_multi_wqebb_frontier() {
       m::WqeImage img;
       const uint32_t ds = m::build_rdma_write_inline(img, sq.header(true), dst_mr.addr + last_slot * kSlot, dst_mr.rkey,
                                                      src.data() + off, len);
-      multi += m::wqebbs_of_ds(ds) > 1;
+      last_wqebbs = m::wqebbs_of_ds(ds);
+      multi += last_wqebbs > 1;
       sq.push(img, ds);
       last_len = len;
       last_off = off;
     }
+    multi_last += last_wqebbs > 1;
     sq.ring();
+    const unsigned long long target = m::completion_target(sq.pi(), last_wqebbs);
     const auto deadline = Clock::now() + std::chrono::seconds(20);
-    while (frontier != sq.pi()) {
+    while (frontier < target) {
       const uint32_t tail = __atomic_load_n(&cqe->w[15], __ATOMIC_ACQUIRE);
       if (m::op_own_opcode(m::tail_op_own(tail)) == m::kCqeReq) {
-        const uint16_t counter = m::tail_wqe_counter(tail);
-        const m::Seg16 ctrl = *reinterpret_cast<const m::Seg16*>(m::wqebb_ptr(sq.desc().buf, 64, counter));
-        const unsigned long long f = m::frontier_after_cqe(frontier, counter, ctrl);
-        CHECK(f >= frontier && f <= sq.pi(), "round %d: frontier %llu from counter %u (was %llu, producer at %u)", round,
-              f, counter, frontier, sq.pi());
+        const unsigned long long f = m::frontier_of_cqe(frontier, m::tail_wqe_counter(tail));
+        CHECK(f >= frontier && f <= sq.pi(), "round %d: frontier %llu (was %llu, producer at %u)", round, f, frontier,
+              sq.pi());
         frontier = f;
       }
       if (Clock::now() > deadline) {
-        CHECK(false, "round %d: frontier stuck at %llu, producer at %u", round, frontier, sq.pi());
+        CHECK(false, "round %d: frontier stuck at %llu, waiting for %llu (producer at %u)", round, frontier, target,
+              sq.pi());
         break;
       }
     }
+    frontier = sq.pi();  // the newest WQE is complete, so everything before it is (in-order completion)
     CHECK(std::memcmp(dst.data() + last_slot * kSlot, src.data() + last_off, last_len) == 0,
           "round %d: the last %u-byte inline write did not land", round, last_len);
   }
   engine.stop();
-  CHECK(multi > 100, "only %u multi-WQEBB WQEs were posted", multi);
-  // The pure function at its edges: a CQE behind the base; a slot already reused by a newer WQE.
-  m::WqeImage img;
-  m::WqeHeader h;
-  h.pi = 70;
-  h.qpn = 5;
-  m::build_rdma_write_inline(img, h, 0, 0, src.data(), 200);  // 4 WQEBBs
-  CHECK(m::frontier_after_cqe(74, 70, img.seg[0]) == 74, "a CQE behind the base moved the frontier");
-  CHECK(m::frontier_after_cqe(70, 70, img.seg[0]) == 74, "a 4-WQEBB WQE at the base: frontier %llu",
-        m::frontier_after_cqe(70, 70, img.seg[0]));
-  CHECK(m::frontier_after_cqe(66, 70, img.seg[0]) == 74, "a 4-WQEBB WQE ahead of the base");
-  CHECK(m::frontier_after_cqe(60, 69, img.seg[0]) == 70, "a reused slot (index 70, CQE 69) is not one WQEBB");
-  h.pi = 4;  // the unwrapped index 65540 as the 16-bit counter sees it
-  m::build_rdma_write_inline(img, h, 0, 0, src.data(), 200);
-  CHECK(m::frontier_after_cqe(65530, 4, img.seg[0]) == 65544, "16-bit wrap of the counter: frontier %llu",
-        m::frontier_after_cqe(65530, 4, img.seg[0]));
-  std::printf("multi-WQEBB frontier: 400 rounds, %u multi-WQEBB WQEs, frontier %llu, producer %u\n", multi, frontier,
-              sq.pi());
+  CHECK(multi > 100 && multi_last > 50, "only %u multi-WQEBB WQEs (%u last of a batch)", multi, multi_last);
+  // The pure functions at their edges.
+  CHECK(m::frontier_of_cqe(74, 70) == 74, "a CQE behind the base moved the frontier");
+  CHECK(m::frontier_of_cqe(70, 70) == 71, "a CQE at the base: frontier %llu", m::frontier_of_cqe(70, 70));
+  CHECK(m::frontier_of_cqe(65530, 4) == 65541, "16-bit wrap of the counter: frontier %llu",
+        m::frontier_of_cqe(65530, 4));
+  CHECK(m::completion_target(74, 4) == 71 && m::completion_target(74, 1) == 74 && m::completion_target(0, 0) == 0,
+        "completion_target");
+  std::printf("multi-WQEBB completion: 400 rounds, %u multi-WQEBB WQEs (%u last of a batch), frontier %llu, producer %u\n",
+              multi, multi_last, frontier, sq.pi());
 }
 
 int main(int argc, char** argv) {

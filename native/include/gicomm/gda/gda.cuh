@@ -64,6 +64,7 @@ struct DeviceQp {
   mlx5::Cqe64* cqe;  // the collapsed CQ's single entry
   uint32_t index;
   uint32_t lock;
+  uint32_t last_wqebbs;           // WQEBBs of the newest WQE (0 or 1: one; shared modes post one-WQEBB WQEs)
   unsigned long long resv_head;   // next WQEBB to reserve (shared modes)
   unsigned long long ready_head;  // WQEBBs rung, in order (hand-off, warp)
   unsigned long long cons_head;   // WQEBBs known complete
@@ -116,18 +117,14 @@ __device__ __forceinline__ void report(const Context& ctx, WaitSite site, const 
 // it from global memory after each acquire fence would cost an L2 round trip per op).
 struct CqView {
   const mlx5::Cqe64* cqe;
-  const uint8_t* sq_buf;  // the completed WQE's ctrl segment tells its size (frontier_after_cqe)
-  uint32_t wqe_cnt;
   uint32_t index;
   uint32_t qpn;
 };
-__device__ __forceinline__ CqView cq_view(const DeviceQp& qp) {
-  return CqView{qp.cqe, qp.sq.buf, qp.sq.wqe_cnt, qp.index, qp.sq.qpn};
-}
+__device__ __forceinline__ CqView cq_view(const DeviceQp& qp) { return CqView{qp.cqe, qp.index, qp.sq.qpn}; }
 
-// Reads the collapsed CQE once. Returns the completion frontier (WQEBBs complete) implied by it,
-// relative to `base` (a frontier known to be at or before it), or reports an error CQE. A new CQE
-// costs one extra 16-byte load of the completed WQE's ctrl segment (its size in WQEBBs).
+// Reads the collapsed CQE once. Returns the completion frontier (WQEBBs complete) it proves, a lower
+// bound (mlx5::frontier_of_cqe), relative to `base` (a frontier known to be at or before it), or
+// reports an error CQE. Waits for everything posted use mlx5::completion_target.
 __device__ __forceinline__ bool read_frontier(const Context& ctx, const CqView& v, unsigned long long base,
                                               unsigned long long* frontier) {
   const uint32_t tail = order::ld_relaxed_sys_u32(&v.cqe->w[15]);
@@ -142,18 +139,7 @@ __device__ __forceinline__ bool read_frontier(const Context& ctx, const CqView& 
     report(ctx, WaitSite::error_cqe, v.index, v.qpn, base, counter, word >> 24);
     return false;
   }
-  if (static_cast<int16_t>(static_cast<uint16_t>(counter - static_cast<uint16_t>(base))) < 0) {
-    *frontier = base;  // nothing new: skip the SQ read
-    return true;
-  }
-  // The CQE names the WQE's first WQEBB; its ctrl segment says how many it spans (1..4).
-  const uint8_t* slot = mlx5::wqebb_ptr(const_cast<uint8_t*>(v.sq_buf), v.wqe_cnt, counter);
-  mlx5::Seg16 ctrl;
-  asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(ctrl.w[0]), "=r"(ctrl.w[1]), "=r"(ctrl.w[2]), "=r"(ctrl.w[3])
-               : "l"(slot)
-               : "memory");
-  *frontier = mlx5::frontier_after_cqe(base, counter, ctrl);
+  *frontier = mlx5::frontier_of_cqe(base, counter);
   return true;
 }
 
@@ -222,14 +208,17 @@ struct ThreadQp {
   unsigned long long pi;
   unsigned long long cons;
   uint64_t pending_doorbell;
+  uint32_t last_wqebbs;  // of the newest WQE: quiet waits for its CQE (mlx5::completion_target)
   bool pending;
 
   __device__ explicit ThreadQp(DeviceQp* q)
-      : home(q), sq(q->sq), cq(cq_view(*q)), pi(q->resv_head), cons(q->cons_head), pending_doorbell(0), pending(false) {}
+      : home(q), sq(q->sq), cq(cq_view(*q)), pi(q->resv_head), cons(q->cons_head), pending_doorbell(0),
+        last_wqebbs(q->last_wqebbs), pending(false) {}
   __device__ void flush() {
     home->resv_head = pi;
     home->ready_head = pi;
     home->cons_head = cons;
+    home->last_wqebbs = last_wqebbs;
   }
 
   // Writes one WQE (no doorbell). `signaled` < 0: the context's policy.
@@ -246,7 +235,8 @@ struct ThreadQp {
     mlx5::store_wqe(sq.buf, sq.wqe_cnt, static_cast<uint32_t>(pi), img, ds);
     pending_doorbell = mlx5::doorbell_value(img.seg[0]);
     pending = true;
-    pi += mlx5::wqebbs_of_ds(ds);
+    last_wqebbs = mlx5::wqebbs_of_ds(ds);
+    pi += last_wqebbs;
     return true;
   }
   template <class Order>
@@ -262,8 +252,11 @@ struct ThreadQp {
     if (last_of_batch) ring_pending<Order>();
     return true;
   }
+  // Everything posted is complete once the newest WQE's CQE is seen (in-order completion).
   __device__ __forceinline__ bool quiet(const Context& ctx) {
-    return wait_complete(ctx, cq, nullptr, &cons, pi, WaitSite::cq);
+    if (!wait_complete(ctx, cq, nullptr, &cons, mlx5::completion_target(pi, last_wqebbs), WaitSite::cq)) return false;
+    cons = pi;
+    return true;
   }
 };
 
@@ -429,8 +422,11 @@ struct HybridThreadQp {
 // Used-QP completion: everything reserved on this QP so far.
 __device__ __forceinline__ bool quiet_qp(const Context& ctx, DeviceQp& qp) {
   unsigned long long cons = *reinterpret_cast<volatile unsigned long long*>(&qp.cons_head);
-  const unsigned long long target = *reinterpret_cast<volatile unsigned long long*>(&qp.resv_head);
-  return wait_complete<true>(ctx, qp, &cons, target, WaitSite::cq);
+  const unsigned long long end = *reinterpret_cast<volatile unsigned long long*>(&qp.resv_head);
+  const uint32_t last = *reinterpret_cast<volatile uint32_t*>(&qp.last_wqebbs);
+  if (!wait_complete<true>(ctx, qp, &cons, mlx5::completion_target(end, last), WaitSite::cq)) return false;
+  atomicMax(&qp.cons_head, end);
+  return true;
 }
 
 // All-QP completion: every QP of the context (what a library quiet without QP tracking does).

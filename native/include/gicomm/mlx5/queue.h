@@ -32,21 +32,20 @@ GICOMM_HD Cqe64* cqe_at(const CqDesc& cq, uint32_t ci) {
   return cq.collapsed ? cq.buf : cq.buf + (ci & (cq.cqe_cnt - 1));
 }
 
-// The completion frontier (WQEBBs complete, unwrapped) that a requester CQE implies.
-//   base     a frontier already known (a WQE boundary at or before the true one)
-//   counter  the CQE's wqe_counter: the index of the completed WQE's *first* WQEBB
-//   ctrl     the ctrl segment read from that WQE's ring slot after the CQE was seen
-// A WQE spans 1..4 WQEBBs, so the frontier is counter + the WQE's size, which only its ctrl
-// segment (ds) tells. The slot cannot have been reused by this reader's producer (it only reuses
-// slots behind the frontier), but a producer that learned a later frontier from another reader of
-// the same CQ may have: a ctrl segment whose index is not `counter` is a newer WQE, and then one
-// WQEBB (a frontier known to be reached) is the safe answer.
-GICOMM_HD unsigned long long frontier_after_cqe(unsigned long long base, uint16_t counter, const Seg16& ctrl) {
+// Completion frontiers (WQEBBs complete, unwrapped) from a collapsed CQ.
+// A requester CQE names its WQE by the index of the WQE's *first* WQEBB (wqe_counter), and a WQE
+// spans 1..4 WQEBBs, so a CQE proves only that counter + 1 WQEBBs are complete: a lower bound,
+// exact for one-WQEBB WQEs. `base` is a frontier already known (returned when the CQE names a WQE
+// at or before it).
+GICOMM_HD unsigned long long frontier_of_cqe(unsigned long long base, uint16_t counter) {
   const int16_t ahead = static_cast<int16_t>(static_cast<uint16_t>(counter - static_cast<uint16_t>(base)));
-  if (ahead < 0) return base;  // the CQE names a WQE already known complete
-  const CtrlFields c = decode_ctrl(ctrl);
-  const uint32_t nbb = (c.wqe_index == counter && c.ds >= 1 && c.ds <= kMaxDs) ? wqebbs_of_ds(c.ds) : 1;
-  return base + static_cast<unsigned long long>(ahead) + nbb;
+  return ahead >= 0 ? base + static_cast<unsigned long long>(ahead) + 1 : base;
+}
+// The frontier to wait for so that everything up to `end` is complete, when the newest WQE (the
+// one ending at `end`) spans `last_wqebbs`: its first WQEBB. The producer knows the size of what it
+// posted, so no read of the send queue is needed (a NIC reports the newest WQE last).
+GICOMM_HD unsigned long long completion_target(unsigned long long end, uint32_t last_wqebbs) {
+  return last_wqebbs > 1 ? end - last_wqebbs + 1 : end;
 }
 
 }  // namespace gicomm::mlx5
