@@ -578,3 +578,20 @@ def test_the_papers_sources_say_how_to_run_their_upstream_test():
     b = load_baselines(BASELINES)
     libraries = {b.source(n).library for n in b.use if "run" in b.source(n).spec}
     assert set(TRANSPORTS.values()) <= libraries
+
+
+def test_an_upstream_runner_that_cannot_start_names_the_reason(baselines_driver, tmp_path):
+    """The runner's own failure (here: an interpreter without the project's packages) reaches the
+    record with the last line it printed, not only an exit code."""
+    fake = tmp_path / "python-without-jsonschema"
+    fake.write_text(
+        "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\n"
+        "echo \"ModuleNotFoundError: No module named 'jsonschema'\" >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    env = fake_upstream(tmp_path, ["mscclpp-fake", "deepep-fake"]) | {"GICOMM_PYTHON": str(fake)}
+    recs = run_driver(baselines_driver, tmp_path, UPSTREAM_POINTS, env)
+    assert {r["point_id"] for r in recs} == {"m", "d"}
+    for r in recs:
+        assert r["status"] == "failed", r
+        assert "exited with code 1: ModuleNotFoundError: No module named 'jsonschema'" in r["error"]

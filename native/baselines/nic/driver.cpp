@@ -96,14 +96,34 @@ std::string self_dir() {
   return p.substr(0, p.rfind('/'));
 }
 
+// The last non-empty line of `path` (at most 300 characters), after copying the file to stderr.
+std::string relay_and_last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  ::unlink(path.c_str());
+  return last.size() > 300 ? last.substr(0, 300) : last;
+}
+
 // Runs `argv` with `env` added, kills it after `deadline_s`; returns how it ended ("" for exit 0).
+// With `stderr_path`, the child's stderr goes there and a failure's text ends with its last line.
 std::string run_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                      double deadline_s, bool search_path = false) {
+                      double deadline_s, bool search_path = false, const std::string& stderr_path = "") {
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid < 0) return "could not fork";
   if (pid == 0) {
+    if (!stderr_path.empty()) {
+      const int fd = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) {
+        ::dup2(fd, 2);
+        ::close(fd);
+      }
+    }
     for (const auto& kv : env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -117,17 +137,22 @@ std::string run_child(const std::vector<std::string>& argv, const std::map<std::
   }
   const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(deadline_s);
   int status = 0;
+  std::string ended;
   while (waitpid(pid, &status, WNOHANG) == 0) {
     if (std::chrono::steady_clock::now() > t_end) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
-      return "killed after " + std::to_string(static_cast<int>(deadline_s)) + " s";
+      ended = "killed after " + std::to_string(static_cast<int>(deadline_s)) + " s";
+      break;
     }
     usleep(20000);
   }
-  if (WIFEXITED(status))
-    return WEXITSTATUS(status) == 0 ? "" : "exited with code " + std::to_string(WEXITSTATUS(status));
-  return "killed by signal " + std::to_string(WTERMSIG(status));
+  if (ended.empty() && WIFEXITED(status))
+    ended = WEXITSTATUS(status) == 0 ? "" : "exited with code " + std::to_string(WEXITSTATUS(status));
+  else if (ended.empty())
+    ended = "killed by signal " + std::to_string(WTERMSIG(status));
+  const std::string last = stderr_path.empty() ? "" : relay_and_last_line(stderr_path);
+  return ended.empty() || last.empty() ? ended : ended + ": " + last;
 }
 
 // The contract's arguments without --points/--param (the dispatcher hands each harness its own
@@ -287,9 +312,10 @@ int main(int argc, char** argv) {
       std::map<std::string, std::string> env = {
           {"PYTHONPATH", repo + "/workflow" + (old.empty() ? "" : ":" + old)}, {"GICOMM_REPO", repo}};
       // Each upstream program has its own timeout inside the runner; this only catches a wedge.
-      const std::string ended = run_child(args, env, 300.0 + 900.0 * static_cast<double>(todo.size()), true);
+      const std::string ended = run_child(args, env, 300.0 + 900.0 * static_cast<double>(todo.size()), true,
+                                          tmpdir + "/upstream.stderr");
       ::unlink(points_file.c_str());
-      if (ended == "exited with code 127")
+      if (ended.rfind("exited with code 127", 0) == 0)
         record_all(ctx, todo, "skipped",
                    "not measurable on this host: the upstream runner (" + python +
                        " -m gicomm.baselines.upstream_run) could not be started");
