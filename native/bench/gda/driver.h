@@ -28,8 +28,10 @@ struct Buffer {
   void* p = nullptr;
   size_t bytes = 0;
   bool pinned = false;
+  // GPU buffers are whole 2 MiB pages, so the mlx5 placement can export them as dmabuf.
   Buffer(bool pinned_, size_t n) : bytes(n), pinned(pinned_) {
-    cudaError_t e = pinned ? cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) : cudaMalloc(&p, n);
+    cudaError_t e = pinned ? cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable)
+                           : cudaMalloc(&p, (n + (size_t(2) << 20) - 1) / (size_t(2) << 20) * (size_t(2) << 20));
     if (e != cudaSuccess) throw bench::PointFailure(std::string("allocation: ") + cudaGetErrorString(e));
     if (pinned) {
       std::memset(p, 0, n);

@@ -8,6 +8,11 @@
 #include "gicomm/gda/session.h"
 #include "gicomm/mlx5/doorbell.h"
 #include "gicomm/softnic/gpu_engine.h"
+#if defined(GICOMM_GDA_WITH_MLX5)
+#include <unistd.h>
+
+#include "gicomm/mlx5dev/devx.h"
+#endif
 
 namespace gicomm::gda {
 
@@ -15,7 +20,30 @@ namespace {
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("mini-gda: ") + what + ": " + cudaGetErrorString(e));
 }
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
+
+#if defined(GICOMM_GDA_WITH_MLX5)
+// The DEVX objects of the mlx5 placement. Per QP, in one GPU buffer (a dmabuf umem): the send queue
+// (sq_wqebbs x 64 B, page-aligned), then a 4 KiB control page with the collapsed CQ's one CQE at
+// 0, the CQ doorbell record at 2048 and the QP doorbell record at 2112.
+struct Mlx5Queues {
+  static constexpr size_t kCtrlPage = 4096, kCqDbr = 2048, kQpDbr = 2112;
+  std::unique_ptr<mlx5dev::DevxDevice> dev;
+  uint8_t* buf = nullptr;
+  mlx5dev::Umem umem;
+  std::vector<mlx5dev::Cq> cqs;
+  std::vector<mlx5dev::Qp> qps;
+  ~Mlx5Queues() {
+    for (auto& q : qps) mlx5dev::DevxDevice::destroy(&q);  // QPs before their CQs, both before the umem
+    for (auto& c : cqs) mlx5dev::DevxDevice::destroy(&c);
+    mlx5dev::DevxDevice::release(&umem);
+    if (buf) cudaFree(buf);
+  }
+};
+#else
+struct Mlx5Queues {};
+#endif
 
 void enable_peer_access(int a, int b) {
   if (a == b) return;
@@ -40,9 +68,13 @@ void enable_peer_access(int a, int b) {
 }
 
 Session::Session(const SessionConfig& cfg) : cfg_(cfg), nic_(std::make_unique<softnic::SoftNic>()) {
+  if (cfg.engine == "mlx5") {
+    init_mlx5();
+    return;
+  }
   const bool gpu_engine = cfg.engine == "softnic-gpu";
   if (!gpu_engine && cfg.engine != "softnic-cpu")
-    throw std::invalid_argument("mini-gda: engine must be softnic-gpu or softnic-cpu, not " + cfg.engine);
+    throw std::invalid_argument("mini-gda: engine must be softnic-gpu, softnic-cpu or mlx5, not " + cfg.engine);
   int ndev = 0;
   check(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount");
   if (cfg.producer_device >= ndev || (gpu_engine && cfg.engine_device >= ndev))
@@ -78,19 +110,7 @@ Session::Session(const SessionConfig& cfg) : cfg_(cfg), nic_(std::make_unique<so
     host[i] = d;
     sqs.push_back(d.sq);
   }
-  int saved = 0;
-  check(cudaGetDevice(&saved), "cudaGetDevice");
-  check(cudaSetDevice(cfg.producer_device), "cudaSetDevice(producer)");
-  check(cudaMalloc(&d_qps_, sizeof(DeviceQp) * host.size()), "cudaMalloc(qps)");
-  check(cudaMemcpy(d_qps_, host.data(), sizeof(DeviceQp) * host.size(), cudaMemcpyHostToDevice), "copy qps");
-  check(cudaMalloc(&d_err_, sizeof(ErrorReport)), "cudaMalloc(err)");
-  check(cudaMemset(d_err_, 0, sizeof(ErrorReport)), "cudaMemset(err)");
-  cudaSetDevice(saved);
-  ctx_.qps = d_qps_;
-  ctx_.num_qps = cfg.num_qps;
-  ctx_.signal_every = cfg.signal_every;
-  ctx_.timeout_ns = static_cast<unsigned long long>(cfg.timeout_ms) * 1000000ull;
-  ctx_.err = d_err_;
+  upload_qps(host);
   if (gpu_engine) {
     softnic::GpuEngineConfig ec;
     ec.device = cfg.engine_device;
@@ -103,6 +123,94 @@ Session::Session(const SessionConfig& cfg) : cfg_(cfg), nic_(std::make_unique<so
   if (cfg.hybrid) ringer_ = std::make_unique<HybridRinger>(sqs);
 }
 
+// The device-side QP array and the Context (both placements).
+void Session::upload_qps(const std::vector<DeviceQp>& host) {
+  int saved = 0;
+  check(cudaGetDevice(&saved), "cudaGetDevice");
+  check(cudaSetDevice(cfg_.producer_device), "cudaSetDevice(producer)");
+  check(cudaMalloc(&d_qps_, sizeof(DeviceQp) * host.size()), "cudaMalloc(qps)");
+  check(cudaMemcpy(d_qps_, host.data(), sizeof(DeviceQp) * host.size(), cudaMemcpyHostToDevice), "copy qps");
+  check(cudaMalloc(&d_err_, sizeof(ErrorReport)), "cudaMalloc(err)");
+  check(cudaMemset(d_err_, 0, sizeof(ErrorReport)), "cudaMemset(err)");
+  cudaSetDevice(saved);
+  ctx_.qps = d_qps_;
+  ctx_.num_qps = cfg_.num_qps;
+  ctx_.signal_every = cfg_.signal_every;
+  ctx_.timeout_ns = static_cast<unsigned long long>(cfg_.timeout_ms) * 1000000ull;
+  ctx_.err = d_err_;
+}
+
+void Session::init_mlx5() {
+#if defined(GICOMM_GDA_WITH_MLX5)
+  auto fail = [](const std::string& why) { throw std::runtime_error("mini-gda mlx5: " + why); };
+  const uint32_t n = cfg_.num_qps;
+  if (cfg_.hybrid) fail("hybrid mode needs the doorbell record in host memory; the mlx5 placement keeps it in GPU memory");
+  if (cfg_.sq_wqebbs < 64 || (cfg_.sq_wqebbs & (cfg_.sq_wqebbs - 1)) != 0)
+    fail("sq_wqebbs must be a power of two of at least 64 (a 4 KiB send queue), not " + std::to_string(cfg_.sq_wqebbs));
+  if (n == 0) fail("num_qps must be at least 1");
+  int ndev = 0;
+  check(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount");
+  if (cfg_.producer_device >= ndev)
+    fail("needs GPU " + std::to_string(cfg_.producer_device) + ", found " + std::to_string(ndev));
+  auto q = std::make_unique<Mlx5Queues>();
+  std::string reason;
+  q->dev = mlx5dev::DevxDevice::open(cfg_.mlx5_device, &reason);
+  if (!q->dev) fail(reason);
+  uint64_t* gpu_doorbell = nullptr;
+  if (!q->dev->alloc_uar(&reason) || !q->dev->map_uar_to_gpu(cfg_.producer_device, &gpu_doorbell, &reason)) fail(reason);
+  const size_t sq_bytes = size_t(cfg_.sq_wqebbs) * mlx5::kSendWqeBB;
+  const size_t per_qp = sq_bytes + Mlx5Queues::kCtrlPage;
+  const size_t bytes = round_up(per_qp * n, size_t(2) << 20);
+  check(cudaSetDevice(cfg_.producer_device), "cudaSetDevice(producer)");
+  check(cudaMalloc(&q->buf, bytes), "cudaMalloc(mlx5 queues)");
+  check(cudaMemset(q->buf, 0, bytes), "cudaMemset(mlx5 queues)");
+  mlx5::Cqe64 fresh;
+  mlx5::init_cqe(fresh);  // owner/opcode "invalid" until the NIC writes it
+  for (uint32_t i = 0; i < n; ++i)
+    check(cudaMemcpy(q->buf + size_t(i) * per_qp + sq_bytes, &fresh, sizeof fresh, cudaMemcpyHostToDevice), "init CQE");
+  if (!q->dev->register_gpu_umem(q->buf, bytes, &q->umem, &reason)) fail(reason);
+  uint32_t log_sq = 0;
+  while ((1u << log_sq) < cfg_.sq_wqebbs) ++log_sq;
+  const mlx5dev::ConnectParams params;
+  std::vector<DeviceQp> host(n);
+  q->cqs.reserve(n);
+  q->qps.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const size_t sq_off = size_t(i) * per_qp, ctrl = sq_off + sq_bytes;
+    const std::string which = "QP " + std::to_string(i) + " of " + std::to_string(n) + ": ";
+    mlx5dev::Cq cq;
+    if (!q->dev->create_cq(q->umem, ctrl, ctrl + Mlx5Queues::kCqDbr, &cq, &reason)) fail(which + reason);
+    q->cqs.push_back(cq);
+    mlx5dev::Qp qp;
+    if (!q->dev->create_rc_qp(q->umem, sq_off, log_sq, q->umem, ctrl + Mlx5Queues::kQpDbr, cq.cqn, &qp, &reason))
+      fail(which + reason);
+    q->qps.push_back(qp);
+    mlx5dev::QpAddress self;
+    if (!q->dev->local_address(qp, params, &self, &reason) || !q->dev->connect_rc_qp(qp, self, params, &reason))
+      fail(which + reason);
+    DeviceQp d{};
+    d.sq.buf = q->buf + sq_off;
+    d.sq.wqe_cnt = cfg_.sq_wqebbs;
+    d.sq.qpn = qp.qpn;
+    d.sq.dbrec = reinterpret_cast<uint32_t*>(q->buf + ctrl + Mlx5Queues::kQpDbr);
+    d.sq.doorbell = gpu_doorbell;
+    d.cqe = reinterpret_cast<mlx5::Cqe64*>(q->buf + ctrl);
+    d.index = i;
+    host[i] = d;
+  }
+  // The benchmark floor stores to GPU memory: a store to the UAR would ring a real doorbell.
+  sq_place_ = db_place_ = softnic::MemoryPlace::gpu(cfg_.producer_device);
+  floor_sq_ = softnic::allocate(sq_place_, 64 * mlx5::kSendWqeBB);
+  floor_db_ = softnic::allocate(db_place_, 64);
+  softnic::fill_bytes(sq_place_, floor_sq_, 0, 64 * mlx5::kSendWqeBB);
+  softnic::fill_bytes(db_place_, floor_db_, 0, 64);
+  mlx5_ = std::move(q);
+  upload_qps(host);
+#else
+  throw std::runtime_error("mini-gda: engine mlx5: this build has no rdma-core (mlx5dv.h), so no DEVX backend");
+#endif
+}
+
 Session::~Session() {
   try {
     stop_engine();
@@ -113,9 +221,27 @@ Session::~Session() {
   cudaFree(d_err_);
   softnic::release(sq_place_, floor_sq_);
   softnic::release(db_place_, floor_db_);
+  mlx5_.reset();  // QPs, CQs and the umem before the device (MRs, UAR, PD) closes
 }
 
 softnic::MemoryRegionHandle Session::register_mr(void* p, uint64_t bytes, uint32_t access) {
+#if defined(GICOMM_GDA_WITH_MLX5)
+  if (mlx5_) {
+    // GPU memory through dmabuf; the range is exported whole pages (the caller allocates them).
+    const size_t len = round_up(bytes, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+    std::string reason;
+    int fd = -1;
+    uint32_t lkey = 0, rkey = 0;
+    if (!mlx5dev::DevxDevice::export_dmabuf(p, len, &fd, &reason) ||
+        !mlx5_->dev->register_dmabuf_mr(p, len, fd, &lkey, &rkey, &reason)) {
+      if (fd >= 0) close(fd);
+      throw std::runtime_error("mini-gda mlx5: memory region of " + std::to_string(bytes) + " bytes: " + reason);
+    }
+    close(fd);  // the MR holds its own reference to the dmabuf
+    (void)access;  // registered with local/remote read/write/atomic access
+    return softnic::MemoryRegionHandle{lkey, rkey, reinterpret_cast<uint64_t>(p), bytes};
+  }
+#endif
   return nic_->register_mr(p, bytes, access);
 }
 
@@ -131,7 +257,9 @@ void Session::stop_engine() {
   if (gpu_ && gpu_->running()) gpu_->stop(cfg_.timeout_ms + 3000);
 }
 
-softnic::Counters Session::engine_counters() const { return gpu_ ? gpu_->counters() : cpu_->counters(); }
+softnic::Counters Session::engine_counters() const {
+  return gpu_ ? gpu_->counters() : cpu_ ? cpu_->counters() : softnic::Counters{};
+}
 
 std::string Session::take_error() {
   ErrorReport r{};

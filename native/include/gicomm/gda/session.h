@@ -10,6 +10,13 @@
 //   softnic-cpu  everything in pinned host memory; host threads poll.
 //   hybrid       as above, but the dbrec and doorbell in pinned host memory: the GPU publishes the
 //                dbrec and a host thread rings.
+//   mlx5         a real ConnectX through DEVX (src/nic/mlx5), as NVSHMEM IBGDA sets it up: SQs,
+//                collapsed CQs and doorbell records in one GPU buffer registered as a dmabuf umem,
+//                the UAR doorbell register mapped into the GPU, every RC QP connected to itself
+//                (loopback: each write is a send and a receive of the same NIC), MRs over GPU
+//                memory through dmabuf. No engine runs; the benchmark floor's doorbell is a GPU
+//                memory word (a store to the UAR would be a real doorbell). Built where rdma-core
+//                is present; never run here (no NIC on our machines).
 #pragma once
 
 #include <atomic>
@@ -29,8 +36,11 @@ class GpuEngine;
 
 namespace gicomm::gda {
 
+struct Mlx5Queues;  // session.cu: the DEVX objects of the mlx5 placement
+
 struct SessionConfig {
-  std::string engine = "softnic-gpu";  // or softnic-cpu
+  std::string engine = "softnic-gpu";  // or softnic-cpu, mlx5
+  std::string mlx5_device;             // mlx5: the RDMA device name ("": the first mlx5 device)
   uint32_t num_qps = 1;
   uint32_t sq_wqebbs = 1024;
   int producer_device = 0;
@@ -50,13 +60,13 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  softnic::SoftNic& nic() { return *nic_; }
+  softnic::SoftNic& nic() { return *nic_; }  // the softnic (unused with mlx5)
   const SessionConfig& config() const { return cfg_; }
   // Registers a buffer (device pointers are valid for the gpu engine through peer access).
   softnic::MemoryRegionHandle register_mr(void* p, uint64_t bytes, uint32_t access);
   void start_engine();
   void stop_engine();  // throws when the engine failed (watchdog, kernel error)
-  softnic::Counters engine_counters() const;
+  softnic::Counters engine_counters() const;  // zero with mlx5 (no engine)
   // The device context (pointers into producer GPU memory); pass by value to kernels.
   Context context() const { return ctx_; }
   // Clears the error report; returns the last one as a message ("" when none).
@@ -70,11 +80,14 @@ class Session {
   uint64_t* floor_doorbell() const { return static_cast<uint64_t*>(floor_db_); }
 
  private:
+  void init_mlx5();
+  void upload_qps(const std::vector<DeviceQp>& host);
   SessionConfig cfg_;
   std::unique_ptr<softnic::SoftNic> nic_;
   std::unique_ptr<softnic::CpuEngine> cpu_;
   std::unique_ptr<softnic::GpuEngine> gpu_;
   std::unique_ptr<HybridRinger> ringer_;
+  std::unique_ptr<Mlx5Queues> mlx5_;
   DeviceQp* d_qps_ = nullptr;
   ErrorReport* d_err_ = nullptr;
   softnic::MemoryPlace sq_place_{}, db_place_{};

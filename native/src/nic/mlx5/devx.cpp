@@ -198,7 +198,7 @@ bool DevxDevice::map_uar_to_gpu(int gpu, uint64_t** gpu_doorbell, std::string* r
 #endif
 }
 
-bool DevxDevice::register_gpu_umem(void* gpu_ptr, size_t bytes, Umem* out, std::string* reason) {
+bool DevxDevice::export_dmabuf(void* gpu_ptr, size_t bytes, int* fd, std::string* reason) {
   // cuMemGetHandleForAddressRange(&fd, ptr, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1, 0)
   using GetHandle = int (*)(void*, unsigned long long, size_t, int, unsigned long long);
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -211,12 +211,38 @@ bool DevxDevice::register_gpu_umem(void* gpu_ptr, size_t bytes, Umem* out, std::
     *reason = "driver lacks cuMemGetHandleForAddressRange (dmabuf export needs CUDA 11.7+ and driver 515+)";
     return false;
   }
-  int fd = -1;
-  const int rc = get(&fd, reinterpret_cast<unsigned long long>(gpu_ptr), bytes, 1, 0);
-  if (rc != 0 || fd < 0) {
+  const long page = sysconf(_SC_PAGESIZE);
+  if (reinterpret_cast<uintptr_t>(gpu_ptr) % static_cast<uintptr_t>(page) != 0 || bytes % static_cast<size_t>(page) != 0) {
+    *reason = "dmabuf export needs a page-aligned GPU range (" + std::to_string(bytes) + " bytes)";
+    return false;
+  }
+  *fd = -1;
+  const int rc = get(fd, reinterpret_cast<unsigned long long>(gpu_ptr), bytes, 1, 0);
+  if (rc != 0 || *fd < 0) {
     *reason = "cuMemGetHandleForAddressRange(DMA_BUF_FD) failed with CUresult " + std::to_string(rc);
     return false;
   }
+  return true;
+}
+
+void DevxDevice::destroy(Qp* qp) {
+  if (qp->obj) mlx5dv_devx_obj_destroy(qp->obj);
+  qp->obj = nullptr;
+}
+void DevxDevice::destroy(Cq* cq) {
+  if (cq->obj) mlx5dv_devx_obj_destroy(cq->obj);
+  cq->obj = nullptr;
+}
+void DevxDevice::release(Umem* umem) {
+  if (umem->umem) mlx5dv_devx_umem_dereg(umem->umem);
+  if (umem->dmabuf_fd >= 0) close(umem->dmabuf_fd);
+  umem->umem = nullptr;
+  umem->dmabuf_fd = -1;
+}
+
+bool DevxDevice::register_gpu_umem(void* gpu_ptr, size_t bytes, Umem* out, std::string* reason) {
+  int fd = -1;
+  if (!export_dmabuf(gpu_ptr, bytes, &fd, reason)) return false;
   mlx5dv_devx_umem_in in{};
   in.addr = gpu_ptr;
   in.size = bytes;

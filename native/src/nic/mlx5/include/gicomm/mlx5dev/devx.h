@@ -16,6 +16,8 @@
 //   connect_rc_qp()           RST2INIT, INIT2RTR, RTR2RTS to a remote (or the same) QP, IB (LID) or
 //                             RoCE (GID)
 //   register_dmabuf_mr()      ibv_reg_dmabuf_mr of GPU memory: the lkey/rkey the WQEs carry
+//   export_dmabuf()           a dmabuf fd for a GPU range (page-aligned), for register_dmabuf_mr
+//   destroy() / release()     QP, CQ and umem teardown (QPs before their CQ, both before the umem)
 //
 // PRM layouts (bit offsets) are from mlx5_ifc.h (struct mlx5_ifc_*_bits). None of this has run
 // against a NIC (there is none on our machines); the failure path (no device) is tested. Every
@@ -99,9 +101,15 @@ class DevxDevice {
   // This QP's address as a peer sees it (port LID and the GID at params.gid_index).
   bool local_address(const Qp& qp, const ConnectParams& params, QpAddress* out, std::string* reason);
   bool connect_rc_qp(const Qp& qp, const QpAddress& remote, const ConnectParams& params, std::string* reason);
-  // Registers GPU memory (exported as dmabuf) for RDMA; returns lkey and rkey.
+  // Registers GPU memory (exported as dmabuf) for RDMA; returns lkey and rkey. `gpu_ptr` is both
+  // the MR's address (iova) and the start of the dmabuf `dmabuf_fd` exports (offset 0).
   bool register_dmabuf_mr(void* gpu_ptr, size_t bytes, int dmabuf_fd, uint32_t* lkey, uint32_t* rkey,
                           std::string* reason);
+  // A dmabuf fd for [gpu_ptr, gpu_ptr + bytes): both page-aligned, inside one allocation.
+  static bool export_dmabuf(void* gpu_ptr, size_t bytes, int* fd, std::string* reason);
+  static void destroy(Qp* qp);
+  static void destroy(Cq* cq);
+  static void release(Umem* umem);
 
  private:
   DevxDevice() = default;
