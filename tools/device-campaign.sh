@@ -8,14 +8,7 @@ cd "$(dirname "$0")/.."
 cfg=$1; shift
 out=${OUT:-/tmp/gicomm-out}
 mkdir -p "$out"
-# Device safety: no NVLink multicast anywhere.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/gicomm-site .whl/*.whl
-  export PYTHONPATH=/tmp/gicomm-site:$PWD/workflow${PYTHONPATH:+:$PYTHONPATH}
-fi
+source tools/device-env.sh
 campaign=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["campaign"])' "$cfg")
 nvidia-smi -q -d CLOCK > "$out/clocks-before.txt" 2>&1 || true
 nvidia-smi topo -m > "$out/topology.txt" 2>&1 || true

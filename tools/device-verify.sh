@@ -10,12 +10,7 @@ cd "$(dirname "$0")/.."
 cfg=$1; shift
 out=${OUT:-/tmp/gicomm-out}
 mkdir -p "$out/checks"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/gicomm-site .whl/*.whl
-  export PYTHONPATH=/tmp/gicomm-site:$PWD/workflow${PYTHONPATH:+:$PYTHONPATH}
-fi
+source tools/device-env.sh
 host=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["host"])' "$cfg")
 log=$out/checks/log.txt
 if [ -z "${SKIP_CHECKS:-}" ]; then

@@ -72,6 +72,29 @@ void check_kernel(Env& env, const char* what);
 std::vector<double> to_ns(const std::vector<long long>& cycles, double mhz);
 std::vector<double> to_d(const std::vector<long long>& x);
 gda::SessionConfig base_config(const bench::Options& o, uint32_t qps);
+
+// Message rates (Mmsg/s) of `reps` launches of `launch()`, each posting `msgs` messages in all,
+// timed with CUDA events around the launch (for runs of many milliseconds: events add 5-7 us);
+// the kernel is checked after each launch.
+template <class Launch>
+std::vector<double> timed_rates(Env& env, int reps, double msgs, const char* what, Launch&& launch) {
+  cudaEvent_t e0, e1;
+  CUDA(cudaEventCreate(&e0));
+  CUDA(cudaEventCreate(&e1));
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(e0);
+    launch();
+    cudaEventRecord(e1);
+    check_kernel(env, what);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    rates.push_back(msgs / (ms * 1e3));
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return rates;
+}
 order::Variant variant_of(const bench::Point& p);
 
 // gda_one_op (main.cu): issue_cycles, issue_ns, completion_ns, floor_issue_cycles,

@@ -296,22 +296,8 @@ std::vector<Record> inline_payload(const bench::Point& p, const bench::Options& 
   };
   launch(std::max<uint32_t>(1, ops / 10));  // warm-up
   check_kernel(env, "inline_payload rate warm-up");
-  std::vector<double> rates;
-  const int reps = std::max(1, std::min(o.iters, 3));
-  for (int r = 0; r < reps; ++r) {
-    cudaEvent_t e0, e1;
-    CUDA(cudaEventCreate(&e0));
-    CUDA(cudaEventCreate(&e1));
-    cudaEventRecord(e0);
-    launch(ops);
-    cudaEventRecord(e1);
-    check_kernel(env, "inline_payload rate kernel");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    rates.push_back(static_cast<double>(ops) * qps / (ms * 1e3));  // Mmsg/s
-  }
+  const std::vector<double> rates = timed_rates(env, std::max(1, std::min(o.iters, 3)), double(ops) * qps,
+                                                "inline_payload rate kernel", [&] { launch(ops); });
   // Every QP's collapsed CQE names its last WQE (multi-WQEBB WQEs: the index of the last one's first WQEBB).
   const auto now = env.session->read_qps();
   for (uint32_t i = 0; i < qps; ++i) {
@@ -424,22 +410,8 @@ std::vector<Record> connection_scaling(const bench::Point& p, const bench::Optio
   // A producer owning fewer QPs (connections not a multiple of producers) makes as many visits
   // over fewer QPs: every producer posts visits x writes.
   const uint64_t total = uint64_t(producers) * visits * static_cast<uint64_t>(writes);
-  std::vector<double> rates;
-  const int reps = std::max(1, std::min(o.iters, 3));
-  for (int r = 0; r < reps; ++r) {
-    cudaEvent_t e0, e1;
-    CUDA(cudaEventCreate(&e0));
-    CUDA(cudaEventCreate(&e1));
-    cudaEventRecord(e0);
-    launch(visits);
-    cudaEventRecord(e1);
-    check_kernel(env, "connection_scaling kernel");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    rates.push_back(static_cast<double>(total) / (ms * 1e3));  // Mmsg/s
-  }
+  const std::vector<double> rates = timed_rates(env, std::max(1, std::min(o.iters, 3)), double(total),
+                                                "connection_scaling kernel", [&] { launch(visits); });
   // Every write completed: each QP's quiet reached its producer index.
   const auto now = env.session->read_qps();
   for (uint32_t i = 0; i < ctx.num_qps; ++i)

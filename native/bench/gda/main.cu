@@ -417,22 +417,8 @@ std::vector<Record> msg_rate(const bench::Point& p, const bench::Options& o) {
   };
   launch(std::max<uint32_t>(1, ops / 10));  // warm-up
   check_kernel(env, "rate warm-up");
-  std::vector<double> rates;
-  const int reps = std::max(1, std::min(o.iters, 5));
-  for (int r = 0; r < reps; ++r) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    cudaEventRecord(e0);
-    launch(ops);
-    cudaEventRecord(e1);
-    check_kernel(env, "rate kernel");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    rates.push_back(static_cast<double>(ops) * total_threads / (ms * 1e3));  // Mmsg/s
-  }
+  const std::vector<double> rates = timed_rates(env, std::max(1, std::min(o.iters, 5)), double(ops) * total_threads,
+                                                "rate kernel", [&] { launch(ops); });
   // Protocol check of the run: every QP's collapsed CQE names its last WQE.
   const auto qps_now = env.session->read_qps();
   for (uint32_t i = 0; i < qps; ++i) {
