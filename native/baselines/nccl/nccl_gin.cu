@@ -17,6 +17,7 @@
 
 #include <string>
 
+#include "nccl/comm.cuh"
 #include "nvlink/dissect.cuh"
 
 #if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 7)
@@ -26,6 +27,7 @@
 namespace {
 
 using namespace gicomm::dissect;
+using namespace gicomm::nccl_harness;
 namespace gb = gicomm::baselines;
 
 constexpr ncclGinSignal_t kSignal = 0;
@@ -71,14 +73,6 @@ struct GinPath {
   __device__ __forceinline__ const uint64_t* my_data() const { return local(kDataOff); }
 };
 
-void nccl_check(ncclResult_t r, const char* what, ncclComm_t comm = nullptr) {
-  if (r == ncclSuccess) return;
-  std::string text = std::string(what) + ": " + ncclGetErrorString(r);
-  const char* last = ncclGetLastError(comm);
-  if (last && *last) text += " (" + std::string(last) + ")";
-  throw std::runtime_error(text);
-}
-
 int gin_body(gb::RankContext& ctx, bool gdaki) {
   multicast_off();
   const char* name = gdaki ? "nccl-gin-gdaki" : "nccl-gin-proxy";
@@ -90,15 +84,7 @@ int gin_body(gb::RankContext& ctx, bool gdaki) {
     return gb::hardware_missing(ctx, std::string(name) + " needs 2 GPUs (one rank per GPU), found " + std::to_string(n));
   check(cudaSetDevice(ctx.rank), "cudaSetDevice");
 
-  ncclUniqueId id;
-  if (ctx.rank == 0) {
-    nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    gb::publish_blob(ctx, "nccl_uid", &id, sizeof(id));
-  } else {
-    gb::fetch_blob(ctx, "nccl_uid", &id, sizeof(id), 60000);
-  }
-  ncclComm_t comm;
-  nccl_check(ncclCommInitRank(&comm, 2, id, ctx.rank), "ncclCommInitRank");
+  ncclComm_t comm = init_two_ranks(ctx);
   void* buf = nullptr;
   nccl_check(ncclMemAlloc(&buf, kRegionBytes), "ncclMemAlloc", comm);
   ncclWindow_t win;
@@ -121,12 +107,7 @@ int gin_body(gb::RankContext& ctx, bool gdaki) {
   check(cudaMemset(sent, 0, sizeof(uint64_t)), "cudaMemset(sent)");
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  float* token = nullptr;
-  check(cudaMalloc(&token, sizeof(float)), "cudaMalloc(token)");
-  auto barrier = [&] {
-    nccl_check(ncclAllReduce(token, token, 1, ncclFloat, ncclSum, comm, stream), "ncclAllReduce(barrier)", comm);
-    check(cudaStreamSynchronize(stream), "barrier");
-  };
+  AllReduceBarrier barrier(comm, stream);
   int rc = 0;
   {
     Dissector<GinPath> d(stream);
@@ -134,7 +115,7 @@ int gin_body(gb::RankContext& ctx, bool gdaki) {
     rc = run_points(ctx, ctx.rank == 0 ? &side : nullptr, ctx.rank == 1 ? &side : nullptr, barrier);
   }
   barrier();
-  cudaFree(token);
+  barrier.release();
   cudaFree(sent);
   ncclDevCommDestroy(comm, &devComm);
   ncclCommWindowDeregister(comm, win);
@@ -146,17 +127,7 @@ int gin_body(gb::RankContext& ctx, bool gdaki) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gicomm::bench::Options o;
-  std::string error;
-  std::string transport = "nccl-gin-gdaki";
-  if (gicomm::bench::parse_options(argc, argv, &o, &error) == 0) {
-    try {
-      const auto points = gicomm::bench::load_points(o);
-      if (!points.empty()) transport = points.front().params.get_string("transport", transport);
-    } catch (const std::exception&) {
-    }
-  }
-  if (transport != "nccl-gin-gdaki" && transport != "nccl-gin-proxy") transport = "nccl-gin-gdaki";
+  const std::string transport = gb::first_point_transport(argc, argv, {"nccl-gin-gdaki", "nccl-gin-proxy"});
   const bool gdaki = transport == "nccl-gin-gdaki";
   const gicomm::bench::DriverInfo info{"gicomm-bench-baselines-nccl-gin", transport, "mlx5"};
   return gb::run_baseline_driver(argc, argv, info, {transport}, 2, metric_names(),

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "nccl/comm.cuh"
 #include "nvlink/dissect.cuh"
 
 #if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0)
@@ -18,6 +19,7 @@
 namespace {
 
 using namespace gicomm::dissect;
+using namespace gicomm::nccl_harness;
 namespace gb = gicomm::baselines;
 
 struct LsaPath {
@@ -44,10 +46,6 @@ struct LsaPath {
   __device__ __forceinline__ const uint64_t* my_data() const { return local(kDataOff); }
 };
 
-void nccl_check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
-}
-
 int nccl_body(gb::RankContext& ctx) {
   multicast_off();
   int n = 0;
@@ -58,15 +56,7 @@ int nccl_body(gb::RankContext& ctx) {
   if (!can) return gb::hardware_missing(ctx, "GPUs 0 and 1 cannot access each other's memory (no P2P)");
   check(cudaSetDevice(ctx.rank), "cudaSetDevice");
 
-  ncclUniqueId id;
-  if (ctx.rank == 0) {
-    nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    gb::publish_blob(ctx, "nccl_uid", &id, sizeof(id));
-  } else {
-    gb::fetch_blob(ctx, "nccl_uid", &id, sizeof(id), 60000);
-  }
-  ncclComm_t comm;
-  nccl_check(ncclCommInitRank(&comm, 2, id, ctx.rank), "ncclCommInitRank");
+  ncclComm_t comm = init_two_ranks(ctx);
   const ncclTeam_t lsa = ncclTeamLsa(comm);
   if (lsa.nRanks != 2) {
     ncclCommDestroy(comm);
@@ -89,12 +79,7 @@ int nccl_body(gb::RankContext& ctx) {
   init_region(buf);
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  float* token = nullptr;
-  check(cudaMalloc(&token, sizeof(float)), "cudaMalloc(token)");
-  auto barrier = [&] {
-    nccl_check(ncclAllReduce(token, token, 1, ncclFloat, ncclSum, comm, stream), "ncclAllReduce(barrier)");
-    check(cudaStreamSynchronize(stream), "barrier");
-  };
+  AllReduceBarrier barrier(comm, stream);
   int rc = 0;
   {
     Dissector<LsaPath> d(stream);
@@ -102,7 +87,7 @@ int nccl_body(gb::RankContext& ctx) {
     rc = run_points(ctx, ctx.rank == 0 ? &side : nullptr, ctx.rank == 1 ? &side : nullptr, barrier);
   }
   barrier();
-  cudaFree(token);
+  barrier.release();
   if (dev_rc == ncclSuccess) ncclDevCommDestroy(comm, &devComm);
   ncclCommWindowDeregister(comm, win);
   ncclMemFree(buf);

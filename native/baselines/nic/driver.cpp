@@ -38,6 +38,7 @@
 
 #include "common/json.h"
 #include "nic/knobs.h"
+#include "support/process.h"
 #include "support/ranks.h"
 
 #ifndef GICOMM_REPO_DIR
@@ -86,73 +87,6 @@ const char* const kUpstream[] = {"mscclpp-port", "uccl-ep", "deepep-v1", "fabric
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
-}
-
-std::string self_dir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  return p.substr(0, p.rfind('/'));
-}
-
-// The last non-empty line of `path` (at most 300 characters), after copying the file to stderr.
-std::string relay_and_last_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    std::fprintf(stderr, "%s\n", line.c_str());
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  }
-  ::unlink(path.c_str());
-  return last.size() > 300 ? last.substr(0, 300) : last;
-}
-
-// Runs `argv` with `env` added, kills it after `deadline_s`; returns how it ended ("" for exit 0).
-// With `stderr_path`, the child's stderr goes there and a failure's text ends with its last line.
-std::string run_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                      double deadline_s, bool search_path = false, const std::string& stderr_path = "") {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = fork();
-  if (pid < 0) return "could not fork";
-  if (pid == 0) {
-    if (!stderr_path.empty()) {
-      const int fd = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (fd >= 0) {
-        ::dup2(fd, 2);
-        ::close(fd);
-      }
-    }
-    for (const auto& kv : env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    if (search_path)
-      execvp(args[0], args.data());
-    else
-      execv(args[0], args.data());
-    std::fprintf(stderr, "gicomm-bench-baselines: cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(deadline_s);
-  int status = 0;
-  std::string ended;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > t_end) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ended = "killed after " + std::to_string(static_cast<int>(deadline_s)) + " s";
-      break;
-    }
-    usleep(20000);
-  }
-  if (ended.empty() && WIFEXITED(status))
-    ended = WEXITSTATUS(status) == 0 ? "" : "exited with code " + std::to_string(WEXITSTATUS(status));
-  else if (ended.empty())
-    ended = "killed by signal " + std::to_string(WTERMSIG(status));
-  const std::string last = stderr_path.empty() ? "" : relay_and_last_line(stderr_path);
-  return ended.empty() || last.empty() ? ended : ended + ": " + last;
 }
 
 // The contract's arguments without --points/--param (the dispatcher hands each harness its own
@@ -224,7 +158,7 @@ int main(int argc, char** argv) {
   }
 
   const gn::NicScan nics = gn::scan_nics(env_or("GICOMM_SYSFS_ROOT", "/sys"));
-  const std::string dir = self_dir();
+  const std::string dir = gb::self_dir();
   std::string tmpdir;
   {
     const char* t = std::getenv("TMPDIR");
@@ -280,7 +214,7 @@ int main(int argc, char** argv) {
       for (const auto& kv : g.first) env_text += " " + kv.first + "=" + kv.second;
       std::fprintf(stderr, "[gicomm] gicomm-bench-baselines: %s, %zu point(s)%s%s\n", n.program, g.second.size(),
                    env_text.empty() ? "" : ", env:", env_text.c_str());
-      const std::string ended = run_child(args, g.first, 180.0 + 60.0 * static_cast<double>(g.second.size()));
+      const std::string ended = gb::run_child(args, g.first, 180.0 + 60.0 * static_cast<double>(g.second.size()));
       ::unlink(points_file.c_str());
       record_all(ctx, g.second, "failed",
                  ended.empty() ? std::string(n.program) + " ended without recording this point"
@@ -312,7 +246,7 @@ int main(int argc, char** argv) {
       std::map<std::string, std::string> env = {
           {"PYTHONPATH", repo + "/workflow" + (old.empty() ? "" : ":" + old)}, {"GICOMM_REPO", repo}};
       // Each upstream program has its own timeout inside the runner; this only catches a wedge.
-      const std::string ended = run_child(args, env, 300.0 + 900.0 * static_cast<double>(todo.size()), true,
+      const std::string ended = gb::run_child(args, env, 300.0 + 900.0 * static_cast<double>(todo.size()), true,
                                           tmpdir + "/upstream.stderr");
       ::unlink(points_file.c_str());
       if (ended.rfind("exited with code 127", 0) == 0)

@@ -4,7 +4,6 @@
 // fence, round trip by flag. The library paths run in sibling executables built only where their
 // headers were found (gicomm-bench-nvlink-nvshmem, gicomm-bench-nvlink-nccl); where one is missing
 // its points are recorded as skipped, "not measurable on this host", with the reason.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "nvlink/dissect.cuh"
+#include "support/process.h"
 
 namespace {
 
@@ -76,41 +76,6 @@ int direct_body(gb::RankContext& ctx) {
   return rc;
 }
 
-// Runs a sibling driver with our own arguments; returns how it ended ("" for exit 0).
-std::string run_sibling(const std::string& path, int argc, char** argv, double deadline_s) {
-  std::fflush(stderr);
-  const pid_t pid = fork();
-  if (pid < 0) return "fork failed";
-  if (pid == 0) {
-    std::vector<char*> args;
-    args.push_back(const_cast<char*>(path.c_str()));
-    for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-    args.push_back(nullptr);
-    execv(path.c_str(), args.data());
-    _exit(127);
-  }
-  const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(deadline_s);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > t_end) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return "killed after " + std::to_string(static_cast<int>(deadline_s)) + " s";
-    }
-    usleep(20000);
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 ? "" : "exited with code " + std::to_string(WEXITSTATUS(status));
-  return "killed by signal " + std::to_string(WTERMSIG(status));
-}
-
-std::string self_dir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  return p.substr(0, p.rfind('/'));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,14 +106,17 @@ int main(int argc, char** argv) {
     known.push_back(s.transport);
     const auto todo = gb::select_points(all, {s.transport}, ctx.options.out_path);
     if (todo.empty()) continue;
-    const std::string path = self_dir() + "/" + s.program;
+    const std::string path = gb::self_dir() + "/" + s.program;
     std::string why;
     std::string status = "failed";
     if (access(path.c_str(), X_OK) != 0) {
       why = std::string("not measurable on this host: ") + s.why_missing;
       status = "skipped";
     } else {
-      const std::string ended = run_sibling(path, argc, argv, 180.0 + 60.0 * static_cast<double>(todo.size()));
+      // The sibling gets our own arguments.
+      std::vector<std::string> args{path};
+      for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+      const std::string ended = gb::run_child(args, {}, 180.0 + 60.0 * static_cast<double>(todo.size()));
       why = ended.empty() ? std::string(s.program) + " ended without recording this point"
                           : std::string(s.program) + " " + ended;
     }

@@ -24,7 +24,7 @@
 namespace {
 
 using namespace gicomm::dissect;
-using gicomm::nvshmem_path::NvshmemPath;
+using gicomm::nvshmem_path::measure_and_finalize;
 namespace gb = gicomm::baselines;
 
 bool file_exists(const std::string& p) {
@@ -72,37 +72,13 @@ int nic_body(gb::RankContext& ctx, bool ibgda) {
     throw std::runtime_error("NVSHMEM mapped the peer PE's heap over P2P despite NVSHMEM_DISABLE_P2P=1: the ops "
                              "would not go through the NIC");
   }
-  init_region(sym);
-  cudaStream_t stream;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  int rc = 0;
-  {
-    Dissector<NvshmemPath> d(stream);
-    Side<NvshmemPath> side{&d, NvshmemPath{sym, peer}, ctx.rank, sym};
-    auto barrier = [] { nvshmem_barrier_all(); };
-    rc = run_points(ctx, me == 0 ? &side : nullptr, me == 1 ? &side : nullptr, barrier);
-  }
-  nvshmem_barrier_all();
-  nvshmem_free(sym);
-  nvshmem_finalize();
-  return rc;
+  return measure_and_finalize(ctx, sym, me);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The transport of the first point (gicomm-bench-baselines hands each transport its own file).
-  gicomm::bench::Options o;
-  std::string error;
-  std::string transport = "nvshmem-ibgda";
-  if (gicomm::bench::parse_options(argc, argv, &o, &error) == 0) {
-    try {
-      const auto points = gicomm::bench::load_points(o);
-      if (!points.empty()) transport = points.front().params.get_string("transport", transport);
-    } catch (const std::exception&) {
-    }
-  }
-  if (transport != "nvshmem-ibgda" && transport != "nvshmem-ibrc") transport = "nvshmem-ibgda";
+  const std::string transport = gb::first_point_transport(argc, argv, {"nvshmem-ibgda", "nvshmem-ibrc"});
   const bool ibgda = transport == "nvshmem-ibgda";
   const gicomm::bench::DriverInfo info{"gicomm-bench-baselines-nvshmem", transport, "mlx5"};
   return gb::run_baseline_driver(argc, argv, info, {transport}, 2, metric_names(),

@@ -19,7 +19,7 @@
 namespace {
 
 using namespace gicomm::dissect;
-using gicomm::nvshmem_path::NvshmemPath;
+using gicomm::nvshmem_path::measure_and_finalize;
 namespace gb = gicomm::baselines;
 
 bool file_exists(const std::string& p) {
@@ -62,20 +62,7 @@ int nvshmem_body(gb::RankContext& ctx) {
     nvshmem_finalize();
     return gb::hardware_missing(ctx, "NVSHMEM has no P2P (NVLink) mapping to the peer PE");
   }
-  init_region(sym);
-  cudaStream_t stream;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  int rc = 0;
-  {
-    Dissector<NvshmemPath> d(stream);
-    Side<NvshmemPath> side{&d, NvshmemPath{sym, peer}, ctx.rank, sym};
-    auto barrier = [] { nvshmem_barrier_all(); };
-    rc = run_points(ctx, me == 0 ? &side : nullptr, me == 1 ? &side : nullptr, barrier);
-  }
-  nvshmem_barrier_all();
-  nvshmem_free(sym);
-  nvshmem_finalize();
-  return rc;
+  return measure_and_finalize(ctx, sym, me);
 }
 
 }  // namespace

@@ -31,4 +31,23 @@ struct NvshmemPath {
   __device__ __forceinline__ const uint64_t* my_data() const { return at(kDataOff); }
 };
 
+// Both harnesses after init: measure this rank's points on the symmetric region `sym` (two PEs,
+// `me` and its peer), then free it and finalize NVSHMEM.
+inline int measure_and_finalize(gicomm::baselines::RankContext& ctx, char* sym, int me) {
+  init_region(sym);
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  int rc = 0;
+  {
+    Dissector<NvshmemPath> d(stream);
+    Side<NvshmemPath> side{&d, NvshmemPath{sym, 1 - me}, ctx.rank, sym};
+    auto barrier = [] { nvshmem_barrier_all(); };
+    rc = run_points(ctx, me == 0 ? &side : nullptr, me == 1 ? &side : nullptr, barrier);
+  }
+  nvshmem_barrier_all();
+  nvshmem_free(sym);
+  nvshmem_finalize();
+  return rc;
+}
+
 }  // namespace gicomm::nvshmem_path

@@ -216,6 +216,21 @@ void log_point(const RankContext& ctx, size_t index, const Point& p, const std::
                ctx.points.size(), p.point_id.c_str(), p.params.to_text().c_str(), summary.c_str(), secs);
 }
 
+std::string first_point_transport(int argc, char** argv, const std::vector<std::string>& allowed) {
+  gicomm::bench::Options o;
+  std::string error, transport;
+  if (gicomm::bench::parse_options(argc, argv, &o, &error) == 0) {
+    try {
+      const auto points = gicomm::bench::load_points(o);
+      if (!points.empty()) transport = points.front().params.get_string("transport", "");
+    } catch (const std::exception&) {
+    }
+  }
+  for (const std::string& a : allowed)
+    if (a == transport) return a;
+  return allowed.at(0);
+}
+
 int run_baseline_driver(int argc, char** argv, const DriverInfo& info, const std::vector<std::string>& transports,
                         int nranks, const std::vector<std::string>& metrics,
                         const std::function<int(RankContext&)>& body) {
