@@ -205,6 +205,22 @@ def _nic_notify(
 
 
 @njit(cache=True, inline="always")
+def _doorbell_wakes(
+    q: int,
+    q_cnt: np.ndarray,
+    q_inserv: np.ndarray,
+    q_inrdy: np.ndarray,
+    rdy: np.ndarray,
+    rdy_st: np.ndarray,
+    u_kind: np.ndarray,
+    rx_st: np.ndarray,
+) -> bool:
+    """A doorbell on NIC queue ``q``: list it as ready; whether an idle unit should now start."""
+    _nic_notify(q, 0.0, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
+    return _work_for_idle(u_kind, rdy_st, rx_st)
+
+
+@njit(cache=True, inline="always")
 def _wake_waiters(
     q: int,
     n: int,
@@ -420,8 +436,7 @@ def simulate(
             q_tail[q] = tail
             q_cnt[q] += b
             if qi[q, QI_KIND] == QK_NIC:
-                _nic_notify(q, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
-                if _work_for_idle(u_kind, rdy_st, rx_st):
+                if _doorbell_wakes(q, q_cnt, q_inserv, q_inrdy, rdy, rdy_st, u_kind, rx_st):
                     _nic_fill(
                         -1, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
                         rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
@@ -564,8 +579,7 @@ def simulate(
             q_cnt[qp] += n
             q_occ[r] -= n
             n_ready_p = _wake_waiters(r, n, q_wh, q_wt, p_wnext, ready_p, n_ready_p)
-            _nic_notify(qp, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
-            if _work_for_idle(u_kind, rdy_st, rx_st):
+            if _doorbell_wakes(qp, q_cnt, q_inserv, q_inrdy, rdy, rdy_st, u_kind, rx_st):
                 _nic_fill(
                     -1, now, nf, ni, qi, q_head, q_cnt, q_inserv, q_inrdy, rdy, rdy_st,
                     rxc, rxn, rx_st, u_kind, u_q, u_start, u_n, ctags, cstamps,
