@@ -46,6 +46,32 @@ def _newest_source_mtime() -> float:
     return max(p.stat().st_mtime for p in (REPO / "native").rglob("*") if p.is_file())
 
 
+def host_build(build: Path, *cmake_flags: str, target: str | None = None) -> Path:
+    """A host-only native build in `build` (CUDA off), of `target` alone when named."""
+    subprocess.run(
+        ["cmake", "-S", str(REPO / "native"), "-B", str(build), "-DGICOMM_WITH_CUDA=OFF", *cmake_flags],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    subprocess.run(
+        ["cmake", "--build", str(build), "-j", "2", *(["--target", target] if target else [])],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return build
+
+
+def current_build_with(
+    tmp_path_factory: pytest.TempPathFactory, target: str, *cmake_flags: str
+) -> Path:
+    """The build folder holding a current `target`: `make test`'s ctest build when its binary is
+    newer than every native source, else a host-only build of that target alone (seconds, not the
+    whole tree)."""
+    ctest = REPO / "build" / "ctest"
+    binary = ctest / "bin" / target
+    if binary.is_file() and binary.stat().st_mtime >= _newest_source_mtime():
+        return ctest
+    return host_build(tmp_path_factory.mktemp(f"{target}-build"), *cmake_flags, target=target)
+
+
 @pytest.fixture(scope="session")
 def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One native build for every pipeline test of the session: `make test`'s ctest build when it
@@ -59,13 +85,7 @@ def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         and summary.stat().st_mtime >= _newest_source_mtime()
     ):
         return ctest
-    build = tmp_path_factory.mktemp("native-build")
-    subprocess.run(
-        ["cmake", "-S", str(REPO / "native"), "-B", str(build), "-DGICOMM_WITH_CUDA=OFF"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    subprocess.run(["cmake", "--build", str(build), "-j", "2"], check=True, capture_output=True)
-    return build
+    return host_build(tmp_path_factory.mktemp("native-build"))
 
 
 @pytest.fixture

@@ -333,26 +333,11 @@ FIXTURES = REPO / "tests/fixtures/baselines"
 
 @pytest.fixture(scope="module")
 def baselines_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`make test`'s ctest build when its driver is current, else a host-only build of the
-    driver's target alone."""
-    from conftest import _newest_source_mtime
+    from conftest import current_build_with
 
-    ctest = REPO / "build" / "ctest" / "bin" / DRIVER
-    if ctest.is_file() and ctest.stat().st_mtime >= _newest_source_mtime():
-        return ctest
     if shutil.which("cmake") is None:
         pytest.skip("cmake missing")
-    build = tmp_path_factory.mktemp("baselines-build")
-    subprocess.run(
-        ["cmake", "-S", str(REPO / "native"), "-B", str(build), "-DGICOMM_WITH_CUDA=OFF",
-         "-DGICOMM_WITH_RDMA=OFF"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    subprocess.run(
-        ["cmake", "--build", str(build), "--target", DRIVER, "-j", "2"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return build / "bin" / DRIVER
+    return current_build_with(tmp_path_factory, DRIVER, "-DGICOMM_WITH_RDMA=OFF") / "bin" / DRIVER
 
 
 def fake_sysfs(root: Path, devices: dict[str, str]) -> Path:

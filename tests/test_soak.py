@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, _newest_source_mtime
+from conftest import REPO, current_build_with
 
 from gicomm.records import iter_records
 
@@ -20,23 +20,7 @@ DRIVER = "gicomm-bench-soak"
 
 @pytest.fixture(scope="module")
 def soak_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`make test`'s ctest build when it has a current driver, else a host-only build of the soak
-    driver's target alone (a few seconds; not the whole tree)."""
-    ctest = REPO / "build" / "ctest"
-    if (ctest / "bin" / DRIVER).is_file() and (
-        (ctest / "bin" / DRIVER).stat().st_mtime >= _newest_source_mtime()
-    ):
-        return ctest
-    build = tmp_path_factory.mktemp("soak-build")
-    subprocess.run(
-        ["cmake", "-S", str(REPO / "native"), "-B", str(build), "-DGICOMM_WITH_CUDA=OFF"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    subprocess.run(
-        ["cmake", "--build", str(build), "--target", DRIVER, "-j", "2"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return build
+    return current_build_with(tmp_path_factory, DRIVER)
 
 
 def test_soak_script_short_run(tmp_path: Path, soak_build: Path) -> None:
