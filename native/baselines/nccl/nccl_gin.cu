@@ -108,13 +108,7 @@ int gin_body(gb::RankContext& ctx, bool gdaki) {
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   AllReduceBarrier barrier(comm, stream);
-  int rc = 0;
-  {
-    Dissector<GinPath> d(stream);
-    Side<GinPath> side{&d, GinPath{devComm, win, 1 - ctx.rank, sent}, ctx.rank, buf};
-    rc = run_points(ctx, ctx.rank == 0 ? &side : nullptr, ctx.rank == 1 ? &side : nullptr, barrier);
-  }
-  barrier();
+  const int rc = run_rank(ctx, ctx.rank, GinPath{devComm, win, 1 - ctx.rank, sent}, buf, stream, barrier);
   barrier.release();
   cudaFree(sent);
   ncclDevCommDestroy(comm, &devComm);

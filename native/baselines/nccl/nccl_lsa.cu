@@ -80,13 +80,7 @@ int nccl_body(gb::RankContext& ctx) {
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   AllReduceBarrier barrier(comm, stream);
-  int rc = 0;
-  {
-    Dissector<LsaPath> d(stream);
-    Side<LsaPath> side{&d, LsaPath{win, 1 - lsa.rank}, ctx.rank, buf};
-    rc = run_points(ctx, ctx.rank == 0 ? &side : nullptr, ctx.rank == 1 ? &side : nullptr, barrier);
-  }
-  barrier();
+  const int rc = run_rank(ctx, ctx.rank, LsaPath{win, 1 - lsa.rank}, buf, stream, barrier);
   barrier.release();
   if (dev_rc == ncclSuccess) ncclDevCommDestroy(comm, &devComm);
   ncclCommWindowDeregister(comm, win);

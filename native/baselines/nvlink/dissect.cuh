@@ -581,4 +581,20 @@ inline void multicast_off() {
   setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", 1);
 }
 
+// The rank of a two-process library: rank `me` 0 is the initiator, 1 the responder, on the current
+// device, with its region `local` and kernels on `stream`; a last barrier keeps either rank from
+// tearing down while the other still measures.
+template <class Path, class Barrier>
+int run_rank(gicomm::baselines::RankContext& ctx, int me, const Path& path, void* local, cudaStream_t stream,
+             Barrier barrier) {
+  int rc = 0;
+  {
+    Dissector<Path> d(stream);
+    Side<Path> side{&d, path, ctx.rank, local};
+    rc = run_points(ctx, me == 0 ? &side : nullptr, me == 1 ? &side : nullptr, barrier);
+  }
+  barrier();
+  return rc;
+}
+
 }  // namespace gicomm::dissect

@@ -37,14 +37,7 @@ inline int measure_and_finalize(gicomm::baselines::RankContext& ctx, char* sym, 
   init_region(sym);
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  int rc = 0;
-  {
-    Dissector<NvshmemPath> d(stream);
-    Side<NvshmemPath> side{&d, NvshmemPath{sym, 1 - me}, ctx.rank, sym};
-    auto barrier = [] { nvshmem_barrier_all(); };
-    rc = run_points(ctx, me == 0 ? &side : nullptr, me == 1 ? &side : nullptr, barrier);
-  }
-  nvshmem_barrier_all();
+  const int rc = run_rank(ctx, me, NvshmemPath{sym, 1 - me}, sym, stream, [] { nvshmem_barrier_all(); });
   nvshmem_free(sym);
   nvshmem_finalize();
   return rc;
