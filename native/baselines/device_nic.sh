@@ -10,6 +10,7 @@
 # Never changes clocks; NVLink multicast stays off.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source native/baselines/device_build.sh
 pts=$1
 out=${OUT:-/tmp/gicomm-nic-out}
 mkdir -p "$out"
@@ -24,30 +25,9 @@ log="$out/logs.txt"
 nvshmem=$(python3 -c 'import nvidia.nvshmem as m; print(list(m.__path__)[0])' 2>/dev/null)
 nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
 targets="gicomm-bench-baselines gicomm-bench-baselines-nvshmem gicomm-bench-baselines-nccl-gin gicomm-bench-nvlink gicomm-bench-nvlink-nvshmem gicomm-bench-nvlink-nccl"
-src=build/device-nic-src
-mkdir -p "$src"
-# The baselines alone on the shared harness (other components' work in progress stays out).
-cat > "$src/CMakeLists.txt" <<CMK
-cmake_minimum_required(VERSION 3.24)
-project(gicomm_baselines_only LANGUAGES C CXX CUDA)
-set(CMAKE_CXX_STANDARD 17)
-set(CMAKE_CUDA_STANDARD 17)
-set(CMAKE_CUDA_ARCHITECTURES 90)
-find_package(CUDAToolkit REQUIRED)
-find_package(Threads REQUIRED)
-enable_testing()
-set(GICOMM_HAVE_CUDA ON)
-set(GICOMM_HOST_WARNINGS -Wall -Wextra -Werror)
-set(CMAKE_RUNTIME_OUTPUT_DIRECTORY \${CMAKE_BINARY_DIR}/bin)
-add_library(gicomm_headers INTERFACE)
-target_include_directories(gicomm_headers INTERFACE $PWD/native/include)
-add_subdirectory($PWD/native/bench/common bench_common)
-add_subdirectory($PWD/native/baselines baselines)
-CMK
 bdir=build/device-nic
 t0=$(date +%s)
-{ cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DGICOMM_NVSHMEM_ROOT="$nvshmem" -DGICOMM_NCCL_ROOT="$nccl" &&
-  cmake --build "$bdir" -j 16 --target $targets; } >> "$log" 2>&1
+build_baselines_alone build/device-nic-src "$bdir" $targets >> "$log" 2>&1
 echo "build exit $? after $(( $(date +%s) - t0 )) s" | tee -a "$log"
 ls "$bdir/bin" >> "$log" 2>&1
 common=(--campaign dev --host dev --platform h200 --run-index 0 --provenance-id dev --nic-backend mlx5)

@@ -9,6 +9,7 @@
 # Never changes clocks or persistence; NVLink multicast stays off.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source native/baselines/device_build.sh
 runs=$1
 shift
 out=${OUT:-/tmp/gicomm-nvlink-out}
@@ -42,28 +43,8 @@ rc=$?
 if [ $rc -ne 0 ]; then
   # Another component's CMake failed: build the baselines alone on the shared harness.
   echo "full configure/build failed ($rc); building the baselines alone" | tee -a "$logs"
-  mkdir -p build/device-nvlink-src
-  cat > build/device-nvlink-src/CMakeLists.txt <<CMK
-cmake_minimum_required(VERSION 3.24)
-project(gicomm_baselines_only LANGUAGES C CXX CUDA)
-set(CMAKE_CXX_STANDARD 17)
-set(CMAKE_CUDA_STANDARD 17)
-set(CMAKE_CUDA_ARCHITECTURES 90)
-find_package(CUDAToolkit REQUIRED)
-find_package(Threads REQUIRED)
-set(GICOMM_HAVE_CUDA ON)
-set(GICOMM_HOST_WARNINGS -Wall -Wextra -Werror)
-set(CMAKE_RUNTIME_OUTPUT_DIRECTORY \${CMAKE_BINARY_DIR}/bin)
-add_library(gicomm_headers INTERFACE)
-target_include_directories(gicomm_headers INTERFACE $PWD/native/include)
-add_subdirectory($PWD/native/bench/common bench_common)
-add_subdirectory($PWD/native/baselines baselines)
-CMK
   bdir=build/device-nvlink-alone
-  { cmake -S build/device-nvlink-src -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
-      -DGICOMM_NVSHMEM_ROOT="$nvshmem" -DGICOMM_NCCL_ROOT="$nccl" &&
-    cmake --build "$bdir" -j 16 --target $targets
-  } >> "$logs" 2>&1
+  build_baselines_alone build/device-nvlink-src "$bdir" $targets >> "$logs" 2>&1
   rc=$?
 fi
 echo "build exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$logs"
