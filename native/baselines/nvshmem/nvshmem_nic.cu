@@ -10,27 +10,17 @@
 // The IBGDA knobs (NVSHMEM_IBGDA_NUM_RC_PER_PE, _NIC_HANDLER, _NUM_REQUESTS_IN_BATCH) come in the
 // environment from gicomm-bench-baselines, one process per set of values. Serves the transport of
 // its first point; run by gicomm-bench-baselines, which checks knobs and the NIC first.
-#include <sys/stat.h>
 
 #include <string>
 
 #include "nvlink/dissect.cuh"
 #include "nvshmem/path.cuh"
 
-#ifndef GICOMM_NVSHMEM_LIBDIR
-#define GICOMM_NVSHMEM_LIBDIR ""
-#endif
-
 namespace {
 
 using namespace gicomm::dissect;
-using gicomm::nvshmem_path::measure_and_finalize;
+using namespace gicomm::nvshmem_path;
 namespace gb = gicomm::baselines;
-
-bool file_exists(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0;
-}
 
 int nic_body(gb::RankContext& ctx, bool ibgda) {
   multicast_off();
@@ -38,9 +28,7 @@ int nic_body(gb::RankContext& ctx, bool ibgda) {
   setenv("NVSHMEM_REMOTE_TRANSPORT", "ibrc", 1);
   setenv("NVSHMEM_IB_ENABLE_IBGDA", ibgda ? "1" : "0", 1);
   setenv("NVSHMEM_DISABLE_P2P", "1", 1);
-  setenv("NVSHMEM_SYMMETRIC_SIZE", "268435456", 0);
-  const std::string plugin = std::string(GICOMM_NVSHMEM_LIBDIR) + "/nvshmem_bootstrap_uid.so.3";
-  if (file_exists(plugin)) setenv("NVSHMEM_BOOTSTRAP_UID_PLUGIN", plugin.c_str(), 0);
+  default_env();
   const char* name = ibgda ? "nvshmem-ibgda" : "nvshmem-ibrc";
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2)
@@ -48,22 +36,9 @@ int nic_body(gb::RankContext& ctx, bool ibgda) {
                                          std::to_string(n));
   check(cudaSetDevice(ctx.rank), "cudaSetDevice");
 
-  nvshmemx_uniqueid_t uid = NVSHMEMX_UNIQUEID_INITIALIZER;
-  if (ctx.rank == 0) {
-    if (nvshmemx_get_uniqueid(&uid) != 0) throw std::runtime_error("nvshmemx_get_uniqueid failed");
-    gb::publish_blob(ctx, "nvshmem_uid", &uid, sizeof(uid));
-  } else {
-    gb::fetch_blob(ctx, "nvshmem_uid", &uid, sizeof(uid), 60000);
-  }
-  nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-  if (nvshmemx_set_attr_uniqueid_args(ctx.rank, 2, &uid, &attr) != 0)
-    throw std::runtime_error("nvshmemx_set_attr_uniqueid_args failed");
-  if (nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) != 0)
-    throw std::runtime_error(std::string("nvshmemx_init_attr failed (") + name +
-                             ": NVSHMEM_REMOTE_TRANSPORT=ibrc NVSHMEM_IB_ENABLE_IBGDA=" + (ibgda ? "1" : "0") +
-                             " NVSHMEM_DISABLE_P2P=1; run with NVSHMEM_DEBUG=INFO for its reason)");
-  if (nvshmem_n_pes() != 2) throw std::runtime_error("NVSHMEM reports " + std::to_string(nvshmem_n_pes()) + " PEs");
-  const int me = nvshmem_my_pe();
+  const int me = init_two_pes(ctx, std::string(" (") + name + ": NVSHMEM_REMOTE_TRANSPORT=ibrc NVSHMEM_IB_ENABLE_IBGDA=" +
+                                       (ibgda ? "1" : "0") +
+                                       " NVSHMEM_DISABLE_P2P=1; run with NVSHMEM_DEBUG=INFO for its reason)");
   const int peer = 1 - me;
   char* sym = static_cast<char*>(nvshmem_malloc(kRegionBytes));
   if (!sym) throw std::runtime_error("nvshmem_malloc failed");
