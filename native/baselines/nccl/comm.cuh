@@ -34,6 +34,24 @@ inline ncclComm_t init_two_ranks(const gicomm::baselines::RankContext& ctx) {
   return comm;
 }
 
+// A symmetric window of `bytes` on `comm` (ncclMemAlloc + ncclCommWindowRegister).
+struct SymmetricWindow {
+  ncclComm_t comm;
+  void* buf = nullptr;
+  ncclWindow_t win{};
+  SymmetricWindow(ncclComm_t c, size_t bytes) : comm(c) {
+    nccl_check(ncclMemAlloc(&buf, bytes), "ncclMemAlloc", comm);
+    nccl_check(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister",
+               comm);
+  }
+  // The window, its memory and then the communicator itself (every kernel on them has ended).
+  void release_with_comm() {
+    ncclCommWindowDeregister(comm, win);
+    ncclMemFree(buf);
+    ncclCommDestroy(comm);
+  }
+};
+
 // Both ranks call it between points; waits on `stream`. release() frees its token.
 struct AllReduceBarrier {
   ncclComm_t comm;

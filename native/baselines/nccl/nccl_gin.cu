@@ -85,11 +85,7 @@ int gin_body(gb::RankContext& ctx, bool gdaki) {
   check(cudaSetDevice(ctx.rank), "cudaSetDevice");
 
   ncclComm_t comm = init_two_ranks(ctx);
-  void* buf = nullptr;
-  nccl_check(ncclMemAlloc(&buf, kRegionBytes), "ncclMemAlloc", comm);
-  ncclWindow_t win;
-  nccl_check(ncclCommWindowRegister(comm, buf, kRegionBytes, &win, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister",
-             comm);
+  SymmetricWindow w(comm, kRegionBytes);
   ncclDevCommRequirements reqs = {};
   reqs.ginForceEnable = true;  // the two ranks share a node: without this NCCL would use LSA only
   reqs.ginContextCount = 1;
@@ -101,20 +97,18 @@ int gin_body(gb::RankContext& ctx, bool gdaki) {
     throw std::runtime_error(std::string(name) + ": NCCL created " + std::to_string(devComm.ginContextCount) +
                              " GIN context(s), the first of type " + std::to_string(devComm.ginTypes[0]) +
                              "; wanted type " + std::to_string(want_type) + " (NCCL_GIN_TYPE)");
-  init_region(buf);
+  init_region(w.buf);
   uint64_t* sent = nullptr;
   check(cudaMalloc(&sent, sizeof(uint64_t)), "cudaMalloc(sent)");
   check(cudaMemset(sent, 0, sizeof(uint64_t)), "cudaMemset(sent)");
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   AllReduceBarrier barrier(comm, stream);
-  const int rc = run_rank(ctx, ctx.rank, GinPath{devComm, win, 1 - ctx.rank, sent}, buf, stream, barrier);
+  const int rc = run_rank(ctx, ctx.rank, GinPath{devComm, w.win, 1 - ctx.rank, sent}, w.buf, stream, barrier);
   barrier.release();
   cudaFree(sent);
   ncclDevCommDestroy(comm, &devComm);
-  ncclCommWindowDeregister(comm, win);
-  ncclMemFree(buf);
-  ncclCommDestroy(comm);
+  w.release_with_comm();
   return rc;
 }
 

@@ -63,10 +63,7 @@ int nccl_body(gb::RankContext& ctx) {
     return gb::hardware_missing(ctx, "NCCL's LSA team has " + std::to_string(lsa.nRanks) +
                                          " rank(s): the two GPUs are not load/store-connected");
   }
-  void* buf = nullptr;
-  nccl_check(ncclMemAlloc(&buf, kRegionBytes), "ncclMemAlloc");
-  ncclWindow_t win;
-  nccl_check(ncclCommWindowRegister(comm, buf, kRegionBytes, &win, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister");
+  SymmetricWindow w(comm, kRegionBytes);
   ncclDevCommRequirements reqs = {};
   reqs.lsaBarrierCount = 1;
   ncclDevComm devComm;
@@ -76,16 +73,14 @@ int nccl_body(gb::RankContext& ctx) {
   if (dev_rc != ncclSuccess)
     std::fprintf(stderr, "[gicomm] rank %d: ncclDevCommCreate: %s (continuing: LSA stores need only the window)\n",
                  ctx.rank, ncclGetErrorString(dev_rc));
-  init_region(buf);
+  init_region(w.buf);
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   AllReduceBarrier barrier(comm, stream);
-  const int rc = run_rank(ctx, ctx.rank, LsaPath{win, 1 - lsa.rank}, buf, stream, barrier);
+  const int rc = run_rank(ctx, ctx.rank, LsaPath{w.win, 1 - lsa.rank}, w.buf, stream, barrier);
   barrier.release();
   if (dev_rc == ncclSuccess) ncclDevCommDestroy(comm, &devComm);
-  ncclCommWindowDeregister(comm, win);
-  ncclMemFree(buf);
-  ncclCommDestroy(comm);
+  w.release_with_comm();
   return rc;
 }
 
