@@ -367,7 +367,9 @@ def fig09_kernel_cost(d: pd.DataFrame, fig: plt.Figure) -> None:
 
 def fig10_connection_scaling(d: pd.DataFrame, fig: plt.Figure) -> None:
     """Message rate against active connections, with the plateau-plus-power-law fit."""
-    axes = metric_panels(fig, d, ["msg_rate", *GOODPUT_METRICS], ["active_qps", "connections"], logx=True)
+    axes = metric_panels(
+        fig, d, ["msg_rate", *GOODPUT_METRICS], ["active_qps", "connections"], logx=True
+    )
     x = find_param(d, "active_qps", "connections")
     if x is None:
         return
