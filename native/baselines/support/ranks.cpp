@@ -48,17 +48,53 @@ void remove_rendezvous_dir(const std::string& dir) {
   ::rmdir(dir.c_str());
 }
 
+// A rank's stderr, read by the parent through a pipe: copied to the parent's stderr as it comes
+// (progress lines stay live) and its last non-empty line kept (what a library printed before it
+// exited without an exception, e.g. NVSHMEM's init failure).
+struct ErrRelay {
+  int fd = -1;
+  std::string partial, last;
+  void pump() {
+    if (fd < 0) return;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+      std::fwrite(buf, 1, static_cast<size_t>(n), stderr);
+      partial.append(buf, static_cast<size_t>(n));
+      for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1)) {
+        const std::string line = partial.substr(0, nl);
+        if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+      }
+    }
+    std::fflush(stderr);
+  }
+  void close_after_drain() {
+    pump();
+    if (partial.find_first_not_of(" \t\r") != std::string::npos) last = partial;  // no final newline
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
 }  // namespace
 
 std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankContext& base,
-                                   const std::function<int(RankContext&)>& body, double grace_s) {
+                                   const std::function<int(RankContext&)>& body, double grace_s,
+                                   std::vector<std::string>* last_lines) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
+  std::vector<ErrRelay> relay(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
+    int pipe_fd[2] = {-1, -1};
+    if (::pipe(pipe_fd) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
     if (pid == 0) {
+      ::dup2(pipe_fd[1], 2);
+      ::close(pipe_fd[0]);
+      ::close(pipe_fd[1]);
+      for (int q = 0; q < r; ++q) ::close(relay[static_cast<size_t>(q)].fd);
       RankContext ctx = base;
       ctx.rank = r;
       ctx.nranks = nranks;
@@ -79,12 +115,19 @@ std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankCont
       ::_exit(code);
     }
     pids.push_back(pid);
+    ::close(pipe_fd[1]);
+    ::fcntl(pipe_fd[0], F_SETFL, ::fcntl(pipe_fd[0], F_GETFL) | O_NONBLOCK);
+    relay[static_cast<size_t>(r)].fd = pipe_fd[0];
   }
+  auto pump_all = [&] {
+    for (auto& e : relay) e.pump();
+  };
   std::vector<std::string> outcome(nranks, "still running");
   std::vector<bool> reaped(nranks, false);
   const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(deadline_s);
   int left = nranks;
   while (left > 0) {
+    pump_all();
     bool progressed = false;
     for (int r = 0; r < nranks; ++r) {
       if (reaped[r]) continue;
@@ -101,6 +144,7 @@ std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankCont
           for (int q = 0; q < nranks; ++q) {
             if (reaped[q]) continue;
             while (std::chrono::steady_clock::now() < grace) {
+              pump_all();  // a partner blocked on a full pipe would never end
               if (::waitpid(pids[q], &status, WNOHANG) == pids[q]) {
                 reaped[q] = true;
                 outcome[q] = describe_status(status);
@@ -133,6 +177,12 @@ std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankCont
       break;
     }
     if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Every rank has ended: what is left in the pipes (a descendant holding one open does not block).
+  for (auto& e : relay) e.close_after_drain();
+  if (last_lines) {
+    last_lines->clear();
+    for (const auto& e : relay) last_lines->push_back(e.last);
   }
   return outcome;
 }
@@ -252,9 +302,9 @@ int run_baseline_driver(int argc, char** argv, const DriverInfo& info, const std
   // Start-up (library init) plus a generous allowance per point; every GPU wait inside is bounded
   // by --timeout-ms, so this only catches a wedged process.
   const double deadline_s = 120.0 + 60.0 * static_cast<double>(base.points.size());
-  std::vector<std::string> outcome;
+  std::vector<std::string> outcome, last_lines;
   try {
-    outcome = run_ranks(nranks, deadline_s, base, body);
+    outcome = run_ranks(nranks, deadline_s, base, body, 10.0, &last_lines);
   } catch (const std::exception& e) {
     remove_rendezvous_dir(base.rendezvous_dir);
     std::fprintf(stderr, "%s: %s\n", info.program.c_str(), e.what());
@@ -277,7 +327,11 @@ int run_baseline_driver(int argc, char** argv, const DriverInfo& info, const std
     if (outcome[r].empty()) continue;
     if (outcome[r] == "exited with code 3") missing_hw = true;
     why += (why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " " + outcome[r];
-    if (!errors[r].empty()) why += " (" + errors[r] + ")";
+    // The rank's own exception text, else the last line it printed (a library that exits itself).
+    if (!errors[r].empty())
+      why += " (" + errors[r] + ")";
+    else if (!last_lines[static_cast<size_t>(r)].empty())
+      why += " (its last output: " + last_lines[static_cast<size_t>(r)].substr(0, 300) + ")";
   }
   // Points the ranks did not record: failed (or skipped when the hardware is missing), with why.
   const auto left = select_points(base.points, transports, base.options.out_path);

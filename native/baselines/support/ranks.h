@@ -28,9 +28,11 @@ struct RankContext {
 
 // Runs `body(ctx)` in `nranks` forked children (ctx.rank = 0..nranks-1) and waits for all of them,
 // killing every child once `deadline_s` has passed, and the partners of a rank that failed once
-// `grace_s` has passed after it. Returns how each child ended ("" for exit 0).
+// `grace_s` has passed after it. Returns how each child ended ("" for exit 0). Each child's stderr
+// reaches ours through a pipe; `last_lines`, when given, gets each child's last non-empty line.
 std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankContext& base,
-                                   const std::function<int(RankContext&)>& body, double grace_s = 10.0);
+                                   const std::function<int(RankContext&)>& body, double grace_s = 10.0,
+                                   std::vector<std::string>* last_lines = nullptr);
 
 // Rank 0 publishes `blob` under `name` (write + rename); the others wait for it, at most
 // `timeout_ms`. Throws std::runtime_error on timeout or I/O error.

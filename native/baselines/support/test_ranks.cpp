@@ -114,6 +114,25 @@ int main() {
   CHECK(text.find("not measurable on this host: needs 2 GPUs, found 0") != std::string::npos, text.c_str());
   CHECK(text.find("\"status\": \"skipped\"") != std::string::npos, "skipped status");
 
+  // A library that prints its reason and exits by itself (NVSHMEM's init does): the record ends
+  // with the rank's last line of output; a rank writing far more than a pipe holds still ends.
+  const std::string out3 = std::string(dir) + "/out3.jsonl";
+  rc = driver(points, out3, [](RankContext& ctx) {
+    if (ctx.rank == 1) {
+      for (int i = 0; i < 4000; ++i) std::fprintf(stderr, "rank 1 chatter line %d of a long log\n", i);
+      return 0;
+    }
+    std::fprintf(stderr, "transport.cpp:294: Unable to initialize any transports. returning error.\n");
+    std::fprintf(stderr, "init.cu:1034: non-zero status: 7 nvshmem detect topo failed\n\n");
+    std::fflush(stderr);
+    _exit(255);
+  });
+  text = slurp(out3);
+  CHECK(rc == 0, "driver exit code");
+  CHECK(text.find("rank 0 exited with code 255 (its last output: init.cu:1034: non-zero status: 7 nvshmem detect "
+                  "topo failed)") != std::string::npos,
+        text.c_str());
+
   // A rerun measures nothing already recorded.
   int calls = 0;
   rc = driver(points, out2, [&calls](RankContext&) {
@@ -122,7 +141,7 @@ int main() {
   });
   CHECK(rc == 0 && calls == 0, "finished points are skipped on rerun (no ranks started)");
 
-  for (const char* f : {"points.jsonl", "out1.jsonl", "out2.jsonl"}) unlink((std::string(dir) + "/" + f).c_str());
+  for (const char* f : {"points.jsonl", "out1.jsonl", "out2.jsonl", "out3.jsonl"}) unlink((std::string(dir) + "/" + f).c_str());
   rmdir(dir);
   if (failures) std::fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;
