@@ -161,12 +161,7 @@ class ProxyRig {
   // from `local`) through the softnic backend; the cpu engine runs `workers` threads.
   void start(const softnic::MemoryRegionHandle& local, const softnic::MemoryRegionHandle& remote, uint32_t workers,
              uint32_t batch) {
-    proxy::SoftnicTarget t;
-    t.remote_addr = remote.addr;
-    t.rkey = remote.rkey;
-    t.local_addr = local.addr;
-    t.lkey = local.lkey;
-    t.sq_wqebbs = 256;
+    const proxy::SoftnicTarget t = proxy::SoftnicTarget::between(local, remote);
     backend = proxy::make_softnic_backend(nic, t);
     proxy::PoolConfig pc;
     pc.workers = workers;

@@ -266,13 +266,7 @@ std::vector<Record> run_point(const Point& pt, const Options& o) {
     const auto rmr = softnic->register_mr(remote, remote_words * 8,
                                           gicomm::softnic::kAccessLocalWrite | gicomm::softnic::kAccessRemoteWrite);
     const auto lmr = softnic->register_mr(local.data(), local.size() * 8, gicomm::softnic::kAccessLocalWrite);
-    proxy::SoftnicTarget t;
-    t.remote_addr = rmr.addr;
-    t.rkey = rmr.rkey;
-    t.local_addr = lmr.addr;
-    t.lkey = lmr.lkey;
-    t.sq_wqebbs = 256;
-    backend = proxy::make_softnic_backend(*softnic, t);
+    backend = proxy::make_softnic_backend(*softnic, proxy::SoftnicTarget::between(lmr, rmr));
   } else if (nic == "none") {
     backend = proxy::make_null_backend(256);
   } else {

@@ -22,6 +22,16 @@ struct SoftnicTarget {
   uint64_t local_addr = 0;
   uint32_t lkey = 0;
   uint32_t sq_wqebbs = 256;  // per worker QP; bounds the descriptors a worker has outstanding
+
+  // Writes from the `local` region into the `remote` one.
+  static SoftnicTarget between(const softnic::MemoryRegionHandle& local, const softnic::MemoryRegionHandle& remote) {
+    SoftnicTarget t;
+    t.remote_addr = remote.addr;
+    t.rkey = remote.rkey;
+    t.local_addr = local.addr;
+    t.lkey = local.lkey;
+    return t;
+  }
 };
 
 // The SoftNic (and its engine) belong to the caller and must outlive the backend's channels.
