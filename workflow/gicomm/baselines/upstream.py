@@ -32,35 +32,27 @@ def records_from_log(
     provenance_id: str = "unknown",
 ) -> list[dict[str, Any]]:
     transport, nic_backend = UPSTREAM[tool]
+    identity: dict[str, Any] = {
+        "campaign": campaign,
+        "host": host,
+        "platform": platform,
+        "experiment": experiment,
+        "transport": transport,
+        "nic_backend": nic_backend,
+        "run_index": run_index,
+        "provenance_id": provenance_id,
+    }
     try:
         rows = parse(tool, text)
     except ParseError as exc:
         return [
             new_record(
-                campaign=campaign,
-                host=host,
-                platform=platform,
-                experiment=experiment,
-                transport=transport,
-                nic_backend=nic_backend,
+                **identity,
                 params={"tool": tool},
                 metric="upstream",
                 unit="",
-                run_index=run_index,
-                provenance_id=provenance_id,
                 status="failed",
                 error=f"{tool} log holds no result: {exc}",
             )
         ]
-    return to_records(
-        rows,
-        campaign=campaign,
-        host=host,
-        platform=platform,
-        experiment=experiment,
-        transport=transport,
-        nic_backend=nic_backend,
-        run_index=run_index,
-        provenance_id=provenance_id,
-        params={"tool": tool},
-    )
+    return to_records(rows, **identity, params={"tool": tool})

@@ -155,22 +155,28 @@ class Runner:
         return self._hardware
 
     # ---- records ---------------------------------------------------------------------------------
+    def identity(self, p: Point) -> dict[str, Any]:
+        """The fields every record of point `p` carries (campaign, host, ..., provenance)."""
+        return {
+            "campaign": self.args.campaign,
+            "host": self.args.host,
+            "platform": self.args.platform,
+            "experiment": self.args.experiment,
+            "transport": str(p.params.get("transport", "")),
+            "nic_backend": self.nic_backend(p),
+            "run_index": self.args.run_index,
+            "provenance_id": self.args.provenance_id,
+        }
+
     def status_records(
         self, p: Point, metrics: list[str], status: str, why: str
     ) -> list[dict[str, Any]]:
         return [
             new_record(
-                campaign=self.args.campaign,
-                host=self.args.host,
-                platform=self.args.platform,
-                experiment=self.args.experiment,
-                transport=str(p.params.get("transport", "")),
-                nic_backend=self.nic_backend(p),
+                **self.identity(p),
                 params=p.params,
                 metric=m,
                 unit="",
-                run_index=self.args.run_index,
-                provenance_id=self.args.provenance_id,
                 status=status,
                 error=why,
                 point_id=p.point_id,
@@ -293,16 +299,7 @@ class Runner:
                 p, metrics, f"{src.name}: {tool} printed no result: {exc}{tail(proc.stdout)}"
             )
         recs = to_records(
-            rows,
-            campaign=self.args.campaign,
-            host=self.args.host,
-            platform=self.args.platform,
-            experiment=self.args.experiment,
-            transport=str(p.params.get("transport")),
-            nic_backend=self.nic_backend(p),
-            run_index=self.args.run_index,
-            provenance_id=self.args.provenance_id,
-            params={**p.params, "tool": tool, "source": src.name},
+            rows, **self.identity(p), params={**p.params, "tool": tool, "source": src.name}
         )
         for r in recs:
             r["point_id"] = p.point_id
