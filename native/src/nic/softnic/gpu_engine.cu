@@ -301,14 +301,7 @@ void GpuEngine::stop(int timeout_ms) {
   cudaSetDevice(saved);
   for (uint32_t i = 0; i < num_qps_; ++i) *nic_.qp_state(i) = states[i];
   Counters sum;
-  for (const auto& c : per) {
-    sum.wqes += c.wqes;
-    sum.cqes += c.cqes;
-    sum.errors += c.errors;
-    sum.flushes += c.flushes;
-    sum.stale_retries += c.stale_retries;
-    sum.bytes += c.bytes;
-  }
+  for (const auto& c : per) sum += c;
   last_counters_ = sum;
   if (h_flags_[1]) throw std::runtime_error("gpu engine: watchdog deadline reached before stop()");
 }

@@ -163,14 +163,7 @@ void CpuEngine::stop() {
 
 Counters CpuEngine::counters() const {
   Counters sum;
-  for (const auto& c : per_thread_) {
-    sum.wqes += c.wqes;
-    sum.cqes += c.cqes;
-    sum.errors += c.errors;
-    sum.flushes += c.flushes;
-    sum.stale_retries += c.stale_retries;
-    sum.bytes += c.bytes;
-  }
+  for (const auto& c : per_thread_) sum += c;
   return sum;
 }
 

@@ -62,6 +62,16 @@ struct Counters {
   uint64_t flushes = 0;        // WQEs flushed after an error
   uint64_t stale_retries = 0;  // WQE reads that saw an old ctrl index and were re-read (ordering)
   uint64_t bytes = 0;          // payload bytes moved
+
+  Counters& operator+=(const Counters& o) {
+    wqes += o.wqes;
+    cqes += o.cqes;
+    errors += o.errors;
+    flushes += o.flushes;
+    stale_retries += o.stale_retries;
+    bytes += o.bytes;
+    return *this;
+  }
 };
 
 // Outcome of one WQE.
