@@ -5,6 +5,7 @@
 #                   exit 0 (checked before any GPU is touched);
 #   CASE=no_gpu:    with no GPU visible (CUDA_VISIBLE_DEVICES empty) a valid point (VALID) exits 3 with one
 #                   stderr line and writes no record.
+include(${CMAKE_CURRENT_LIST_DIR}/../common/expect_hardware_missing.cmake)
 file(REMOVE ${OUT})
 set(common --experiment cli_check --out ${OUT} --campaign ci --host ci --platform local --run-index 0
            --provenance-id ci)
@@ -25,19 +26,7 @@ elseif(CASE STREQUAL "bad_param")
 elseif(CASE STREQUAL "no_gpu")
   execute_process(COMMAND ${CMAKE_COMMAND} -E env CUDA_VISIBLE_DEVICES= ${BENCH} ${common} --param ${VALID}
                   RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
-  string(STRIP "${err}" err)
-  if(NOT rc EQUAL 3)
-    message(FATAL_ERROR "expected exit 3 without a GPU, got ${rc}: ${err}")
-  endif()
-  if(NOT err MATCHES "no CUDA device" OR err MATCHES "\n")
-    message(FATAL_ERROR "expected one line naming the missing GPU, got: ${err}")
-  endif()
-  if(EXISTS ${OUT})
-    file(READ ${OUT} body)
-    if(NOT body STREQUAL "")
-      message(FATAL_ERROR "no record may be written when the hardware is missing: ${body}")
-    endif()
-  endif()
+  expect_hardware_missing("${rc}" "${err}" "${OUT}" "no CUDA device" "GPU")
 else()
   message(FATAL_ERROR "unknown CASE ${CASE}")
 endif()

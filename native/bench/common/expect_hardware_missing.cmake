@@ -1,0 +1,17 @@
+# Shared by the drivers' CLI checks (cmake -P scripts): a run on a host without the hardware must
+# exit 3 with exactly one line on stderr matching `pattern` and write no record to `out`.
+function(expect_hardware_missing rc err out pattern what)
+  string(STRIP "${err}" err)
+  if(NOT rc EQUAL 3)
+    message(FATAL_ERROR "expected exit 3 without ${what}, got ${rc}: ${err}")
+  endif()
+  if(NOT err MATCHES "${pattern}" OR err MATCHES "\n")
+    message(FATAL_ERROR "expected one line naming the missing ${what}, got: ${err}")
+  endif()
+  if(EXISTS ${out})
+    file(READ ${out} body)
+    if(NOT body STREQUAL "")
+      message(FATAL_ERROR "no record may be written when the hardware is missing: ${body}")
+    endif()
+  endif()
+endfunction()
