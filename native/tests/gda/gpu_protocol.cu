@@ -5,7 +5,8 @@
 // producers). For each engine and each submission mode (per-thread, lock, hand-off, warp-
 // cooperative, hybrid), GPU threads post RDMA writes with batches of 1..8 WQEs per doorbell to
 // unique destination slots: inline and pointer payloads of 8..20 bytes (one WQEBB) in the shared-
-// queue modes, up to 220-byte inline payloads (up to 4 WQEBBs) in the per-thread modes. The host
+// queue modes, up to 220-byte inline payloads (up to 4 WQEBBs) and 150-byte pointer payloads from
+// aligned and odd source addresses in the per-thread modes. The host
 // then checks every payload byte and that nothing else was written, that the engine executed
 // exactly the WQEs posted with no error CQE, that each QP's last CQE names its last WQE and that
 // quiet's completion frontier reached the producer index. Then: all seven ordering variants
@@ -69,6 +70,11 @@ __host__ __device__ inline bool op_inline(uint32_t j, bool wide) {
   const uint32_t k = j % (wide ? 8 : 4);
   return k == 0 || k == 3 || k == 4 || k == 5 || k == 7;
 }
+// Pointer source offset: the 150-byte pointer op reads from an odd address on odd threads, so the
+// gpu engine's copy sees both an aligned source with a 6-byte tail and an unaligned one.
+__host__ __device__ inline uint32_t op_src_offset(uint32_t t, uint32_t j, bool wide) {
+  return wide && j % 8 == 6 && (t & 1) ? 3 : 0;
+}
 // WQEBBs of op j (as build_put encodes it).
 inline uint32_t op_wqebbs(uint32_t j, bool wide) {
   const uint32_t len = op_length(j, wide);
@@ -88,7 +94,7 @@ __device__ inline PutOp make_op(const Buffers& b, uint32_t t, uint32_t j, uint32
   op.raddr = reinterpret_cast<uint64_t>(b.dst + slot * kSlot);
   op.rkey = b.dst_rkey;
   op.lkey = b.src_lkey;
-  op.laddr = reinterpret_cast<uint64_t>(b.src + slot * kSlot);
+  op.laddr = reinterpret_cast<uint64_t>(b.src + slot * kSlot + op_src_offset(t, j, wide));
   op.length = op_length(j, wide);
   op.inline_data = op_inline(j, wide);
   op.value = pattern(t, j);
@@ -225,7 +231,7 @@ static void run_mode(const std::string& engine, uint32_t num_qps, uint32_t threa
         const uint64_t v = pattern(t, j);
         std::memcpy(expect, &v, 8);
       } else {
-        std::memcpy(expect, &hsrc[(size_t(t) * ops + j) * kSlot], len);
+        std::memcpy(expect, &hsrc[(size_t(t) * ops + j) * kSlot + op_src_offset(t, j, wide)], len);
       }
       bool ok = std::memcmp(slot, expect, len) == 0;
       for (uint32_t k = len; k < kSlot; ++k) ok = ok && slot[k] == 0xee;

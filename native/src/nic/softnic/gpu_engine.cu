@@ -29,7 +29,6 @@ __device__ __forceinline__ uint4 load_cv(const uint8_t* p) { return __ldcv(reint
 // rewrites between operations: every load bypasses the caches (a cached line would be stale; a
 // plain byte loop once returned old bytes for lengths not a multiple of 8). An inline payload is
 // the engine's own copy of the WQE (local memory), where ld.global.cv is not allowed at all.
-__device__ __forceinline__ uint8_t load_src_u8(const uint8_t* p, bool global) { return global ? __ldcv(p) : *p; }
 __device__ __forceinline__ unsigned long long load_src_u64(const uint8_t* p, bool global) {
   return global ? __ldcv(reinterpret_cast<const unsigned long long*>(p)) : *reinterpret_cast<const unsigned long long*>(p);
 }
@@ -39,23 +38,22 @@ struct GpuMem {
     uint8_t* d = static_cast<uint8_t*>(dst);
     const uint8_t* s = static_cast<const uint8_t*>(src);
     const bool global = __isGlobal(s) != 0;
-    const uintptr_t da = reinterpret_cast<uintptr_t>(d);
-    if ((da & 7) == 0 && (n & 7) == 0) {
-      const bool src_aligned = (reinterpret_cast<uintptr_t>(s) & 7) == 0;
-      for (uint32_t i = 0; i < n; i += 8) {
-        unsigned long long v;
-        if (src_aligned) {
-          v = load_src_u64(s + i, global);
-        } else {
-          unsigned char b[8];
-          for (int k = 0; k < 8; ++k) b[k] = load_src_u8(s + i + k, global);
-          memcpy(&v, b, 8);
-        }
-        *reinterpret_cast<unsigned long long*>(d + i) = v;
-      }
+    const uintptr_t sa = reinterpret_cast<uintptr_t>(s);
+    uint32_t i = 0;
+    if (((reinterpret_cast<uintptr_t>(d) | sa) & 7) == 0)
+      for (; i + 8 <= n; i += 8) *reinterpret_cast<unsigned long long*>(d + i) = load_src_u64(s + i, global);
+    if (!global) {
+      for (; i < n; ++i) d[i] = s[i];
       return;
     }
-    for (uint32_t i = 0; i < n; ++i) d[i] = load_src_u8(s + i, global);
+    // The rest of a pointer payload (an unaligned source, or a length not a multiple of 8): one
+    // uncached load per aligned 8-byte word that holds its bytes, not one per byte (each is a
+    // round trip across NVLink). An aligned word never crosses a page, so it stays in mapped memory.
+    while (i < n) {
+      const uintptr_t a = sa + i;
+      const unsigned long long w = __ldcv(reinterpret_cast<const unsigned long long*>(a & ~uintptr_t(7)));
+      for (uint32_t k = a & 7; k < 8 && i < n; ++k, ++i) d[i] = static_cast<uint8_t>(w >> (8 * k));
+    }
   }
   __device__ uint64_t fetch_add(uint64_t* p, uint64_t add) {
     return atomicAdd_system(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(add));
