@@ -25,12 +25,25 @@ void check(cudaError_t e, const char* what) {
 
 __device__ __forceinline__ uint4 load_cv(const uint8_t* p) { return __ldcv(reinterpret_cast<const uint4*>(p)); }
 
-// Payload source bytes. A pointer payload lives in another GPU's (or host) memory that its producer
+// Payload source words. A pointer payload lives in another GPU's (or host) memory that its producer
 // rewrites between operations: every load bypasses the caches (a cached line would be stale; a
-// plain byte loop once returned old bytes for lengths not a multiple of 8). An inline payload is
-// the engine's own copy of the WQE (local memory), where ld.global.cv is not allowed at all.
+// plain byte loop once returned old bytes for lengths not a multiple of 8), and reads whole aligned
+// 8-byte words (one NVLink round trip each, not one per byte; an aligned word never crosses a page,
+// so it stays in mapped memory). An inline payload is the engine's own copy of the WQE (local
+// memory, where ld.global.cv is not allowed at all); its data sits at 4 mod 8 after the segment's
+// byte count.
 __device__ __forceinline__ unsigned long long load_src_u64(const uint8_t* p, bool global) {
-  return global ? __ldcv(reinterpret_cast<const unsigned long long*>(p)) : *reinterpret_cast<const unsigned long long*>(p);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (!global) {
+    if ((a & 7) == 0) return *reinterpret_cast<const unsigned long long*>(p);
+    unsigned long long v;
+    memcpy(&v, p, 8);
+    return v;
+  }
+  const unsigned long long* w = reinterpret_cast<const unsigned long long*>(a & ~uintptr_t(7));
+  const unsigned shift = 8 * (a & 7);
+  const unsigned long long lo = __ldcv(w);
+  return shift == 0 ? lo : (lo >> shift) | (__ldcv(w + 1) << (64 - shift));
 }
 
 struct GpuMem {
@@ -38,19 +51,29 @@ struct GpuMem {
     uint8_t* d = static_cast<uint8_t*>(dst);
     const uint8_t* s = static_cast<const uint8_t*>(src);
     const bool global = __isGlobal(s) != 0;
-    const uintptr_t sa = reinterpret_cast<uintptr_t>(s);
     uint32_t i = 0;
-    if (((reinterpret_cast<uintptr_t>(d) | sa) & 7) == 0)
+    // Whole 8-byte stores wherever the destination is aligned: the payload write crosses NVLink,
+    // and byte stores would cost one transaction each.
+    if ((reinterpret_cast<uintptr_t>(d) & 7) == 0) {
+      if (global) {
+        // Four loads in flight before their stores: a pointer payload costs a round trip per
+        // four words, not per word.
+        for (; i + 32 <= n; i += 32) {
+          unsigned long long w[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) w[k] = load_src_u64(s + i + 8 * k, true);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) *reinterpret_cast<unsigned long long*>(d + i + 8 * k) = w[k];
+        }
+      }
       for (; i + 8 <= n; i += 8) *reinterpret_cast<unsigned long long*>(d + i) = load_src_u64(s + i, global);
+    }
     if (!global) {
       for (; i < n; ++i) d[i] = s[i];
       return;
     }
-    // The rest of a pointer payload (an unaligned source, or a length not a multiple of 8): one
-    // uncached load per aligned 8-byte word that holds its bytes, not one per byte (each is a
-    // round trip across NVLink). An aligned word never crosses a page, so it stays in mapped memory.
-    while (i < n) {
-      const uintptr_t a = sa + i;
+    while (i < n) {  // the tail (or an unaligned destination): one load per source word
+      const uintptr_t a = reinterpret_cast<uintptr_t>(s) + i;
       const unsigned long long w = __ldcv(reinterpret_cast<const unsigned long long*>(a & ~uintptr_t(7)));
       for (uint32_t k = a & 7; k < 8 && i < n; ++k, ++i) d[i] = static_cast<uint8_t>(w >> (8 * k));
     }
