@@ -41,7 +41,6 @@
 #include <vector>
 
 #include "driver.h"
-#include "timed.cuh"
 #include "gicomm/common/clock.cuh"
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/mlx5/cqe.h"
@@ -96,7 +95,15 @@ __global__ void sized_one_op_kernel(Context ctx, Target tg, uint32_t size, int w
     // payloads > 8 B are copied into the WQE by build_put); written before the op, as gda_one_op.
     if (!kInline || size > 8) *reinterpret_cast<uint64_t*>(src) = value;
     const PutOp op = sized_op(tg, tg.dst + kSlot * (i & 255), reinterpret_cast<uint64_t>(src), size, kInline, value);
-    if (!timed_put_quiet<Fence>(ctx, tq, op, i, out->issue, out->complete)) break;
+    const long long t0 = clock64();
+    if (!tq.put<Fence>(ctx, op, true)) break;
+    const long long t1 = clock64();
+    if (!tq.quiet(ctx)) break;
+    const long long t2 = clock64();
+    if (i >= 0) {
+      out->issue[i] = t1 - t0;
+      out->complete[i] = t2 - t0;
+    }
   }
   tq.flush();
   out->start = s0;

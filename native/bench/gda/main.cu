@@ -26,7 +26,6 @@
 
 #include "common/harness.h"
 #include "driver.h"
-#include "timed.cuh"
 #include "gicomm/common/clock.cuh"
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/gda/session.h"
@@ -73,7 +72,15 @@ __global__ void one_op_kernel(Context ctx, Target tg, int warmup, int iters, One
     uint64_t* src = reinterpret_cast<uint64_t*>(tg.src) + (i & 255);
     if (!kInline) *src = 0x1000 + i;  // the pointer payload: written before the op, ordered by the policy
     const PutOp op = op_to(tg, tg.dst + 8 * (i & 255), reinterpret_cast<uint64_t>(src), kInline, 0x1000 + i);
-    if (!timed_put_quiet<Order>(ctx, tq, op, i, out->issue, out->complete)) break;
+    const long long t0 = clock64();
+    if (!tq.put<Order>(ctx, op, true)) break;
+    const long long t1 = clock64();
+    if (!tq.quiet(ctx)) break;
+    const long long t2 = clock64();
+    if (i >= 0) {
+      out->issue[i] = t1 - t0;
+      out->complete[i] = t2 - t0;
+    }
   }
   tq.flush();
   // The floor: the bare stores of the same sequence into the same kind of memory, same fence.
