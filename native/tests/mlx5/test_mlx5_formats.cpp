@@ -167,6 +167,34 @@ int main() {
         EXPECT(same(&fast, ours, 16), "8-byte inline fast path differs from the generic one");
       }
     }
+    // The streamed inline write (what mini-gda's GPU path runs) writes the same ring bytes as the
+    // image-built one, from a payload at any alignment, wrapping at the ring end, touching nothing
+    // else of the ring.
+    {
+      const uint32_t len = 1 + r32() % m::kMaxInlineRc;
+      alignas(8) uint8_t src[m::kMaxInlineRc + 8];
+      for (auto& b : src) b = r8();
+      const uint8_t* payload = src + r32() % 8;
+      m::WqeHeader h;
+      h.pi = static_cast<uint16_t>(rng());
+      h.qpn = r32() & 0xffffff;
+      h.signaled = rng() & 1;
+      const uint64_t raddr = rng();
+      const uint32_t rkey = r32();
+      constexpr uint32_t kRingBBs = 8;
+      alignas(64) uint8_t ring_ref[kRingBBs * 64], ring_ours[kRingBBs * 64];
+      for (auto& b : ring_ref) b = r8();
+      std::memcpy(ring_ours, ring_ref, sizeof(ring_ref));
+      m::WqeImage img;
+      const uint32_t ds_ref = m::build_rdma_write_inline(img, h, raddr, rkey, payload, len);
+      m::store_wqe(ring_ref, kRingBBs, h.pi, img, ds_ref);
+      m::Seg16 ctrl;
+      const uint32_t ds = m::store_rdma_write_inline(ring_ours, kRingBBs, h.pi, h, raddr, rkey, payload, len, &ctrl);
+      EXPECT(ds == ds_ref && same(&ctrl, &img.seg[0], 16), "streamed inline write: ds %u vs %u or ctrl differs", ds,
+             ds_ref);
+      EXPECT(same(ring_ours, ring_ref, sizeof(ring_ref)), "streamed inline write of %u B (payload at +%u) differs",
+             len, unsigned(payload - src));
+    }
     // Whole RC RDMA write WQE (ctrl + raddr + data, ds 3) built the way rdma-core's
     // _mlx5_post_send would for IBV_WR_RDMA_WRITE with one SGE.
     {

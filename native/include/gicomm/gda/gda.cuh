@@ -182,6 +182,24 @@ __device__ __forceinline__ uint32_t build_put(mlx5::WqeImage& img, const mlx5::W
   return mlx5::build_rdma_write(img, h, op.raddr, op.rkey, op.laddr, op.lkey, op.length);
 }
 
+// Writes the WQE of `op` into the send queue at WQEBB `pi`; returns its ds and sets the doorbell
+// value. Inline payloads longer than 8 B are streamed segment by segment (no local-memory image).
+__device__ __forceinline__ uint32_t write_put(const mlx5::SqDesc& sq, uint32_t pi, const mlx5::WqeHeader& h,
+                                              const PutOp& op, uint64_t* doorbell) {
+  if (op.inline_data && op.length != 8) {
+    mlx5::Seg16 ctrl;
+    const uint32_t ds = mlx5::store_rdma_write_inline(sq.buf, sq.wqe_cnt, pi, h, op.raddr, op.rkey,
+                                                      reinterpret_cast<const void*>(op.laddr), op.length, &ctrl);
+    *doorbell = mlx5::doorbell_value(ctrl);
+    return ds;
+  }
+  mlx5::WqeImage img;
+  const uint32_t ds = build_put(img, h, op);
+  mlx5::store_wqe(sq.buf, sq.wqe_cnt, pi, img, ds);
+  *doorbell = mlx5::doorbell_value(img.seg[0]);
+  return ds;
+}
+
 __device__ __forceinline__ bool signaled_at(const Context& ctx, unsigned long long idx) {
   return ctx.signal_every <= 1 || ((idx + 1) % ctx.signal_every) == 0;
 }
@@ -230,10 +248,7 @@ struct ThreadQp {
     h.pi = static_cast<uint16_t>(pi);
     h.qpn = sq.qpn;
     h.signaled = signaled < 0 ? signaled_at(ctx, pi) : signaled != 0;
-    mlx5::WqeImage img;
-    const uint32_t ds = build_put(img, h, op);
-    mlx5::store_wqe(sq.buf, sq.wqe_cnt, static_cast<uint32_t>(pi), img, ds);
-    pending_doorbell = mlx5::doorbell_value(img.seg[0]);
+    const uint32_t ds = write_put(sq, static_cast<uint32_t>(pi), h, op, &pending_doorbell);
     pending = true;
     last_wqebbs = mlx5::wqebbs_of_ds(ds);
     pi += last_wqebbs;
@@ -289,10 +304,7 @@ __device__ __forceinline__ uint64_t write_ops(const Context& ctx, DeviceQp& qp, 
     h.pi = static_cast<uint16_t>(first + i);
     h.qpn = qp.sq.qpn;
     h.signaled = signaled_at(ctx, first + i);
-    mlx5::WqeImage img;
-    const uint32_t ds = build_put(img, h, ops[i]);
-    mlx5::store_wqe(qp.sq.buf, qp.sq.wqe_cnt, static_cast<uint32_t>(first + i), img, ds);
-    doorbell = mlx5::doorbell_value(img.seg[0]);
+    write_put(qp.sq, static_cast<uint32_t>(first + i), h, ops[i], &doorbell);
   }
   return doorbell;
 }
@@ -367,10 +379,8 @@ __device__ bool put_warp(const Context& ctx, DeviceQp& qp, const PutOp& op) {
   h.pi = static_cast<uint16_t>(first + rank);
   h.qpn = qp.sq.qpn;
   h.signaled = signaled_at(ctx, first + rank);
-  mlx5::WqeImage img;
-  const uint32_t ds = build_put(img, h, op);
-  mlx5::store_wqe(qp.sq.buf, qp.sq.wqe_cnt, static_cast<uint32_t>(first + rank), img, ds);
-  const uint64_t my_db = mlx5::doorbell_value(img.seg[0]);
+  uint64_t my_db = 0;
+  write_put(qp.sq, static_cast<uint32_t>(first + rank), h, op, &my_db);
   const int last = 31 - __clz(mask);
   const uint64_t db = __shfl_sync(mask, my_db, last);
   // Each lane's WQE stores must be ordered before the leader's doorbell: the warp barrier plus the

@@ -289,17 +289,63 @@ GICOMM_HD uint8_t* wqebb_ptr(void* sq_buf, uint32_t wqe_cnt, uint32_t index) {
   return static_cast<uint8_t*>(sq_buf) + static_cast<size_t>(index & (wqe_cnt - 1)) * kSendWqeBB;
 }
 
-// Copies `ds` segments of `img` into the ring at WQEBB `pi`, wrapping at the ring end per WQEBB as
-// the hardware does. Plain stores: the caller orders them before the doorbell (gicomm/order.cuh).
-GICOMM_HD void store_wqe(void* sq_buf, uint32_t wqe_cnt, uint32_t pi, const WqeImage& img, uint32_t ds) {
-  for (uint32_t s = 0; s < ds; ++s) {
-    Seg16* bb = reinterpret_cast<Seg16*>(wqebb_ptr(sq_buf, wqe_cnt, pi + s / 4));
+// Stores segment `s` (0-based within the WQE) of the WQE at WQEBB `pi`, wrapping at the ring end per
+// WQEBB as the hardware does. Plain stores: the caller orders them before the doorbell
+// (gicomm/order.cuh).
+GICOMM_HD void store_seg(void* sq_buf, uint32_t wqe_cnt, uint32_t pi, uint32_t s, const Seg16& seg) {
+  Seg16* bb = reinterpret_cast<Seg16*>(wqebb_ptr(sq_buf, wqe_cnt, pi + s / 4));
 #if defined(__CUDA_ARCH__)
-    reinterpret_cast<uint4*>(bb)[s % 4] = make_uint4(img.seg[s].w[0], img.seg[s].w[1], img.seg[s].w[2], img.seg[s].w[3]);
+  reinterpret_cast<uint4*>(bb)[s % 4] = make_uint4(seg.w[0], seg.w[1], seg.w[2], seg.w[3]);
 #else
-    bb[s % 4] = img.seg[s];
+  bb[s % 4] = seg;
 #endif
+}
+
+// Copies `ds` segments of `img` into the ring at WQEBB `pi`.
+GICOMM_HD void store_wqe(void* sq_buf, uint32_t wqe_cnt, uint32_t pi, const WqeImage& img, uint32_t ds) {
+  for (uint32_t s = 0; s < ds; ++s) store_seg(sq_buf, wqe_cnt, pi, s, img.seg[s]);
+}
+
+// Segment `k` of an inline run of `length` payload bytes, as set_inline_seg lays the run out (the
+// BE32 byte count, then payload byte i at run byte 4 + i, zero padded): run word j >= 1 is payload
+// word j - 1, read as one 32-bit load when the payload is 4-byte aligned, never past `length`.
+GICOMM_HD Seg16 inline_seg_at(const uint8_t* payload, uint32_t length, uint32_t k) {
+  Seg16 seg;
+  const bool aligned = (reinterpret_cast<uintptr_t>(payload) & 3) == 0;
+  for (uint32_t i = 0; i < 4; ++i) {
+    const uint32_t j = 4 * k + i;
+    if (j == 0) {
+      seg.w[0] = to_be32(length | kInlineSeg);
+      continue;
+    }
+    const uint32_t at = 4 * (j - 1);
+    uint32_t w = 0;
+    if (at + 4 <= length && aligned) {
+      w = *reinterpret_cast<const uint32_t*>(payload + at);
+    } else {
+      for (uint32_t b = 0; b < 4 && at + b < length; ++b) w |= static_cast<uint32_t>(payload[at + b]) << (8 * b);
+    }
+    seg.w[i] = w;  // little-endian words: byte b of the payload word lands at byte b of the run word
   }
+  return seg;
+}
+
+// The inline RC write built segment by segment straight into the ring, the same bytes as
+// build_rdma_write_inline + store_wqe, with no WQE image: a 256-byte image indexed by a run-time
+// length lives in (slow) local memory on a GPU. Returns ds; `ctrl` receives the control segment
+// (for the doorbell value).
+GICOMM_HD uint32_t store_rdma_write_inline(void* sq_buf, uint32_t wqe_cnt, uint32_t pi, const WqeHeader& h,
+                                           uint64_t raddr, uint32_t rkey, const void* payload, uint32_t length,
+                                           Seg16* ctrl) {
+  const uint32_t ds = 2 + inline_seg_ds(length);
+  set_ctrl_seg(*ctrl, h.pi, kOpcodeRdmaWrite, 0, h.qpn, fm_ce_se_of(h), static_cast<uint8_t>(ds), 0, 0);
+  store_seg(sq_buf, wqe_cnt, pi, 0, *ctrl);
+  Seg16 r;
+  set_raddr_seg(r, raddr, rkey);
+  store_seg(sq_buf, wqe_cnt, pi, 1, r);
+  const uint8_t* bytes = static_cast<const uint8_t*>(payload);
+  for (uint32_t k = 0; k + 2 < ds; ++k) store_seg(sq_buf, wqe_cnt, pi, 2 + k, inline_seg_at(bytes, length, k));
+  return ds;
 }
 
 }  // namespace gicomm::mlx5
