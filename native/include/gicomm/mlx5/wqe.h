@@ -344,7 +344,17 @@ GICOMM_HD uint32_t store_rdma_write_inline(void* sq_buf, uint32_t wqe_cnt, uint3
   set_raddr_seg(r, raddr, rkey);
   store_seg(sq_buf, wqe_cnt, pi, 1, r);
   const uint8_t* bytes = static_cast<const uint8_t*>(payload);
-  for (uint32_t k = 0; k + 2 < ds; ++k) store_seg(sq_buf, wqe_cnt, pi, 2 + k, inline_seg_at(bytes, length, k));
+  // Four inline segments at a time, their payload loads before their stores: a load that follows
+  // a store the compiler cannot prove disjoint waits for it, so segment by segment would cost one
+  // memory round trip each (measured on H200: ~330 SM cycles per 16 B).
+  const uint32_t nseg = ds - 2;
+  for (uint32_t k0 = 0; k0 < nseg; k0 += 4) {
+    Seg16 run[4];
+    for (uint32_t i = 0; i < 4; ++i)
+      if (k0 + i < nseg) run[i] = inline_seg_at(bytes, length, k0 + i);
+    for (uint32_t i = 0; i < 4; ++i)
+      if (k0 + i < nseg) store_seg(sq_buf, wqe_cnt, pi, 2 + k0 + i, run[i]);
+  }
   return ds;
 }
 
