@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "gicomm/common/hd.h"
 
@@ -321,7 +322,11 @@ GICOMM_HD Seg16 inline_seg_at(const uint8_t* payload, uint32_t length, uint32_t 
     const uint32_t at = 4 * (j - 1);
     uint32_t w = 0;
     if (at + 4 <= length && aligned) {
+#if defined(__CUDA_ARCH__)
       w = *reinterpret_cast<const uint32_t*>(payload + at);
+#else
+      std::memcpy(&w, payload + at, 4);  // one load as well; no type-punned access on the host
+#endif
     } else {
       for (uint32_t b = 0; b < 4 && at + b < length; ++b) w |= static_cast<uint32_t>(payload[at + b]) << (8 * b);
     }
