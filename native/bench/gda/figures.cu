@@ -92,7 +92,7 @@ __global__ void sized_one_op_kernel(Context ctx, Target tg, uint32_t size, int w
     const uint64_t value = 0x1000 + static_cast<uint64_t>(i + warmup);
     uint8_t* src = reinterpret_cast<uint8_t*>(tg.src) + kSlot * (i & 63);
     // The payload's first 8 bytes change every op (pointer payloads are read by the NIC, inline
-    // payloads > 8 B are copied into the WQE by build_put); written before the op, as gda_one_op.
+    // payloads > 8 B are copied into the WQE by write_put); written before the op, as gda_one_op.
     if (!kInline || size > 8) *reinterpret_cast<uint64_t*>(src) = value;
     const PutOp op = sized_op(tg, tg.dst + kSlot * (i & 255), reinterpret_cast<uint64_t>(src), size, kInline, value);
     const long long t0 = clock64();

@@ -75,7 +75,7 @@ __host__ __device__ inline bool op_inline(uint32_t j, bool wide) {
 __host__ __device__ inline uint32_t op_src_offset(uint32_t t, uint32_t j, bool wide) {
   return wide && j % 8 == 6 && (t & 1) ? 3 : 0;
 }
-// WQEBBs of op j (as build_put encodes it).
+// WQEBBs of op j (as write_put encodes it).
 inline uint32_t op_wqebbs(uint32_t j, bool wide) {
   const uint32_t len = op_length(j, wide);
   if (!op_inline(j, wide) || len == 8) return 1;

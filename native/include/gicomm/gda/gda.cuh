@@ -173,15 +173,6 @@ __device__ __forceinline__ bool wait_complete(const Context& ctx, DeviceQp& qp, 
   return wait_complete(ctx, cq_view(qp), kShared ? &qp.cons_head : nullptr, cons, target, site);
 }
 
-__device__ __forceinline__ uint32_t build_put(mlx5::WqeImage& img, const mlx5::WqeHeader& h, const PutOp& op) {
-  if (op.inline_data) {
-    if (op.length == 8) return mlx5::build_rdma_write_inline_u64(img, h, op.raddr, op.rkey, op.value);
-    return mlx5::build_rdma_write_inline(img, h, op.raddr, op.rkey, reinterpret_cast<const void*>(op.laddr),
-                                         op.length);
-  }
-  return mlx5::build_rdma_write(img, h, op.raddr, op.rkey, op.laddr, op.lkey, op.length);
-}
-
 // Writes the WQE of `op` into the send queue at WQEBB `pi`; returns its ds and sets the doorbell
 // value. Inline payloads longer than 8 B are streamed segment by segment (no local-memory image).
 __device__ __forceinline__ uint32_t write_put(const mlx5::SqDesc& sq, uint32_t pi, const mlx5::WqeHeader& h,
@@ -193,8 +184,9 @@ __device__ __forceinline__ uint32_t write_put(const mlx5::SqDesc& sq, uint32_t p
     *doorbell = mlx5::doorbell_value(ctrl);
     return ds;
   }
-  mlx5::WqeImage img;
-  const uint32_t ds = build_put(img, h, op);
+  mlx5::WqeImage img;  // constant-indexed here: registers
+  const uint32_t ds = op.inline_data ? mlx5::build_rdma_write_inline_u64(img, h, op.raddr, op.rkey, op.value)
+                                     : mlx5::build_rdma_write(img, h, op.raddr, op.rkey, op.laddr, op.lkey, op.length);
   mlx5::store_wqe(sq.buf, sq.wqe_cnt, pi, img, ds);
   *doorbell = mlx5::doorbell_value(img.seg[0]);
   return ds;
