@@ -2,7 +2,8 @@
 # (native/bench/README.md exit codes):
 #   CASE=bad_args:  an unknown flag exits 2;
 #   CASE=bad_param: a bad point parameter (PARAM) is a failed point record saying "bad parameter",
-#                   exit 0 (checked before any GPU is touched);
+#                   exit 0 (checked before any GPU is touched); with EXPECT, the record must also
+#                   match that regular expression (the reason it gives);
 #   CASE=no_gpu:    with no GPU visible (CUDA_VISIBLE_DEVICES empty) a valid point (VALID) exits 3 with one
 #                   stderr line and writes no record.
 include(${CMAKE_CURRENT_LIST_DIR}/../common/expect_hardware_missing.cmake)
@@ -22,6 +23,9 @@ elseif(CASE STREQUAL "bad_param")
   file(READ ${OUT} body)
   if(NOT body MATCHES "\"status\": \"failed\"" OR NOT body MATCHES "bad parameter")
     message(FATAL_ERROR "expected a failed record naming the bad parameter, got: ${body}")
+  endif()
+  if(DEFINED EXPECT AND NOT body MATCHES "${EXPECT}")
+    message(FATAL_ERROR "expected the failed record to say '${EXPECT}', got: ${body}")
   endif()
 elseif(CASE STREQUAL "no_gpu")
   execute_process(COMMAND ${CMAKE_COMMAND} -E env CUDA_VISIBLE_DEVICES= ${BENCH} ${common} --param ${VALID}

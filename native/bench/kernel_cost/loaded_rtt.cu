@@ -25,7 +25,9 @@
 // producer each). queue=shared: every bulk CTA also enqueues on ring 0 (multi-producer baseline
 // enqueue, the probe too), so a ping waits behind the bulk descriptors before it in one FIFO.
 // queue=reserved: bulk CTAs enqueue on rings 2.. (baseline; CTA k on ring 2 + k % (rings - 2)),
-// the probe keeps ring 0 to itself. Workers: ring r belongs to worker r % workers, so the probe's
+// the probe keeps ring 0 to itself. bulk_enqueue=tuned (reserved only): bulk CTA k is the only
+// producer of ring 2 + k (rings = 2 + bulk_ctas) and uses the tuned single-store enqueue, so the
+// CTAs can offer more than the workers carry (the paper's Fig 7 loaded private probe). Workers: ring r belongs to worker r % workers, so the probe's
 // ring can share its worker with bulk rings (workers param). `batch` is the workers' chaining.
 // Load carried: each bulk CTA counts its puts between the moment it sees the probe's measuring
 // phase and the stop phase, over the %globaltimer time between the two; bulk_msg_rate is the sum
@@ -37,6 +39,7 @@
 //   nic_backend softnic-gpu|softnic-cpu [softnic-gpu for mini-gda; mini-proxy: softnic-cpu only]
 //   workers 1..8 [2], rings 3..32 [min(32, 2 + max(1, bulk_ctas))] (mini-proxy)
 //   bulk_ctas 0..128 [0]  queue shared|reserved [reserved]  pace_mmsgs >= 0 [0: unpaced]
+//   bulk_enqueue baseline|tuned [baseline] (mini-proxy; tuned: queue reserved, bulk_ctas <= 30)
 //   batch 1..16 [8]  probe pingpong|completion [pingpong]  settle_us [200]  sq_wqebbs [1024]
 // --iters measured exchanges (<= 100000), --warmup unrecorded ones before them.
 // Metrics: rtt_ns or completion_ns (p50/p99 ...), bulk_msg_rate (Mmsg/s), probe_msg_rate (Mmsg/s).
@@ -240,9 +243,9 @@ struct ProxyFail {
 
 struct ProxyRttArgs {
   const proxy::RingView* rings;  // device array
-  proxy::TunedProducer* tuned;   // rings 0 and 1
+  proxy::TunedProducer* tuned;   // per ring: rings 0 and 1, and the bulk rings when bulk_tuned
   uint32_t nrings;
-  int shared, pingpong;
+  int shared, pingpong, bulk_tuned;
   uint32_t bulk_ctas;
   uint64_t* remote;              // host words the workers write (mapped): [0] ping, [8] pong, bulk from 16
   const uint64_t* remote_dev;    // the same through the device mapping
@@ -374,6 +377,7 @@ __global__ void proxy_rtt_kernel(ProxyRttArgs a) {
   const uint32_t k = blockIdx.x - 2;
   const uint32_t ring = a.shared ? 0 : 2 + k % (a.nrings - 2);
   const proxy::RingView r = a.rings[ring];
+  proxy::TunedProducer tp = a.tuned[ring];  // used only when bulk_tuned (ring 2 + k, its only producer)
   atomicAdd(a.ready, 1u);
   BulkStat st{};
   unsigned long long win_start = 0, win_posted0 = 0;
@@ -397,8 +401,10 @@ __global__ void proxy_rtt_kernel(ProxyRttArgs a) {
     proxy::WaitError e{};
     const uint32_t s = kProxyBulkBase + (k % 32) * kProxyBulkSlots + slot;
     slot = (slot + 1) % kProxyBulkSlots;
-    if (proxy::enqueue_baseline(r, st.posted, proxy::make_info(proxy::Op::write_inline, s, false), a.timeout_ns, &e) ==
-        ~0ull) {
+    const uint32_t info = proxy::make_info(proxy::Op::write_inline, s, false);
+    const uint64_t ticket = a.bulk_tuned ? proxy::enqueue_tuned(r, tp, st.posted, info, a.timeout_ns, &e)
+                                         : proxy::enqueue_baseline(r, st.posted, info, a.timeout_ns, &e);
+    if (ticket == ~0ull) {
       proxy_fail(a, e.what, ring, e.expected, e.seen);
       break;
     }
@@ -407,6 +413,10 @@ __global__ void proxy_rtt_kernel(ProxyRttArgs a) {
   if (win_start) {
     st.win_posted = st.posted - win_posted0;
     st.win_ns = kc_globaltimer() - win_start;
+  }
+  if (a.bulk_tuned) {
+    a.tuned[ring] = tp;
+    a.ring_tickets[ring] = tp.tail;
   }
   a.bulk[k] = st;
 }
@@ -418,6 +428,7 @@ __global__ void drain_kernel(gda::Context ctx) {
 
 struct RttConfig {
   std::string transport, nic, queue, probe;
+  bool bulk_tuned = false;  // mini-proxy bulk CTAs: tuned enqueue, one ring each
   uint32_t bulk_ctas, batch, workers, rings;
   double pace;
   long long settle_us, sq_wqebbs;
@@ -573,7 +584,7 @@ RttRun run_proxy(const RttConfig& c, const Options& o) {
   const uint64_t timeout_ns = uint64_t(o.timeout_ms) * 1000000ull;
   HostBuf<uint64_t> remote(kProxyBulkBase + 32 * kProxyBulkSlots);
   HostBuf<ProxyFail> fail(1);
-  DevBuf<proxy::TunedProducer> tuned(2);
+  DevBuf<proxy::TunedProducer> tuned(nrings);
   ProxyRig rig(nrings, timeout_ns);
   const auto mr = rig.nic.register_mr(remote.p, remote.n * 8, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
   rig.start(mr, mr, c.workers, c.batch);
@@ -586,6 +597,7 @@ RttRun run_proxy(const RttConfig& c, const Options& o) {
   a.rings = rig.views.p;
   a.tuned = tuned.p;
   a.nrings = nrings;
+  a.bulk_tuned = c.bulk_tuned ? 1 : 0;
   a.remote = remote.p;
   a.remote_dev = remote.d;
   a.timeout_ns = timeout_ns;
@@ -611,7 +623,7 @@ RttRun run_proxy(const RttConfig& c, const Options& o) {
   const std::vector<unsigned long long> tk = ring_tickets.read();
   std::vector<uint64_t> expected(nrings);
   for (uint32_t r = 0; r < nrings; ++r) {
-    const bool tuned_ring = r == 1 || (r == 0 && !shared);
+    const bool tuned_ring = r == 1 || (r == 0 && !shared) || (r >= 2 && c.bulk_tuned);
     expected[r] = tuned_ring ? tk[r] : res[r];
   }
   std::string err;
@@ -628,6 +640,7 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
   c.nic = nic_backend_of(p, o, c.transport == "mini-proxy" ? "softnic-cpu" : "softnic-gpu");
   c.queue = q.get_string("queue", "reserved");
   c.probe = q.get_string("probe", "pingpong");
+  const std::string bulk_enqueue = q.get_string("bulk_enqueue", "baseline");
   const long long bulk_ctas = q.get_int("bulk_ctas", 0);
   c.pace = q.get_double("pace_mmsgs", 0);
   const long long batch = q.get_int("batch", 8);
@@ -643,6 +656,13 @@ std::vector<Record> run_point(const Point& p, const Options& o) {
     bad("mini-proxy workers post to nic_backend softnic-cpu, got " + c.nic);
   if (c.queue != "shared" && c.queue != "reserved") bad("queue must be shared or reserved, got " + c.queue);
   if (c.probe != "pingpong" && c.probe != "completion") bad("probe must be pingpong or completion, got " + c.probe);
+  if (bulk_enqueue != "baseline" && bulk_enqueue != "tuned") bad("bulk_enqueue must be baseline or tuned, got " + bulk_enqueue);
+  c.bulk_tuned = bulk_enqueue == "tuned";
+  if (c.bulk_tuned && (c.transport != "mini-proxy" || c.queue != "reserved"))
+    bad("bulk_enqueue=tuned needs transport mini-proxy and queue reserved (one producer per ring)");
+  if (c.bulk_tuned && rings != 2 + std::max<long long>(1, bulk_ctas))
+    bad("bulk_enqueue=tuned gives each bulk CTA its own ring: rings must be 2 + bulk_ctas (bulk_ctas <= 30), got rings " +
+        std::to_string(rings) + " for bulk_ctas " + std::to_string(bulk_ctas));
   if (bulk_ctas < 0 || bulk_ctas > 128) bad("bulk_ctas must be in 0..128");
   if (batch < 1 || batch > kMaxBatch) bad("batch must be in 1..16");
   if (c.pace < 0) bad("pace_mmsgs must be >= 0");
