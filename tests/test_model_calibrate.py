@@ -222,3 +222,27 @@ def test_nic_bound_rates_do_not_fit_gpu_costs():
         for b in (8, 16, 32)
     ]
     assert from_records(pd.DataFrame(rows)).path("mini-gda") == p.path("mini-gda")
+
+
+def test_proxy_worker_fit_uses_worker_bound_points_only():
+    """One ring with one producer, and the baseline enqueue, bound the producer: the worker's
+    t(B) comes from the tuned points with the most rings, and the records mark per-pass reaping."""
+    t0, tper = 150.0, 45.0
+    rows = []
+    for b in (1, 16):
+        rows.append(
+            _record("mini-proxy", "msg_rate", b / (t0 + b * tper) * 1e3, "Mmsg/s",
+                    workers=1, batch=b, rings=8, enqueue="tuned", cpu_clock_state="cold")
+        )  # fmt: skip
+        rows.append(
+            _record("mini-proxy", "msg_rate", 0.37, "Mmsg/s",
+                    workers=1, batch=b, rings=1, enqueue="baseline", cpu_clock_state="cold")
+        )  # fmt: skip
+        rows.append(
+            _record("mini-proxy", "msg_rate", [3.9, 6.6][b > 1], "Mmsg/s",
+                    workers=1, batch=b, rings=1, enqueue="tuned", cpu_clock_state="cold")
+        )  # fmt: skip
+    fit = from_records(pd.DataFrame(rows)).path("mini-proxy")
+    assert fit.worker_t0_ns["cold"] == pytest.approx(t0, rel=1e-6)
+    assert fit.worker_tper_ns["cold"] == pytest.approx(tper, rel=1e-6)
+    assert fit.worker_reap_per_pass and not from_paper().path("mini-proxy").worker_reap_per_pass

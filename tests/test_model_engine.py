@@ -178,3 +178,43 @@ def test_private_probe_delay_is_bounded_by_one_worker_pass(pib):
         r = S.loaded_rtt(pib, "mini-proxy", "reserved", probes=8, chain=chain)
         one_pass = (S.ASSUME_PROXY_RINGS + 1) * mp.worker_cost(chain) / 1e3
         assert r.rtt_p50_us <= mp.rtt_ns / 1e3 + one_pass + 1.0
+
+
+def _reaping(pib, reap: bool):
+    from dataclasses import replace
+
+    p = type(pib).from_dict(pib.to_dict())
+    p.paths["mini-proxy"] = replace(p.path("mini-proxy"), worker_reap_per_pass=reap)
+    return p
+
+
+@pytest.mark.parametrize("chain", [1, 16])
+def test_per_pass_reaping_holds_completions_until_the_pass_ends(pib, chain):
+    """A worker that reaps once per pass (gicomm's mini-proxy) publishes the probe's completion
+    only at the end of the pass after its CQE: under load up to one more pass of delay, never
+    less, and nothing changes when the worker is idle."""
+    mp = pib.path("mini-proxy")
+    one_pass = (S.ASSUME_PROXY_RINGS + 1) * mp.worker_cost(chain)
+    kw = {"probes": 12, "chain": chain}
+    now = S.loaded_rtt(_reaping(pib, False), "mini-proxy", "reserved", **kw).completion_p50_us
+    held = S.loaded_rtt(_reaping(pib, True), "mini-proxy", "reserved", **kw).completion_p50_us
+    assert now * 1e3 + 0.2 * one_pass < held * 1e3 <= now * 1e3 + 1.5 * one_pass
+    idle_now = S.loaded_rtt(_reaping(pib, False), "mini-proxy", "reserved", bg_ctas=0, **kw)
+    idle_held = S.loaded_rtt(_reaping(pib, True), "mini-proxy", "reserved", bg_ctas=0, **kw)
+    assert idle_held.completion_p50_us == pytest.approx(idle_now.completion_p50_us)
+
+
+def test_per_pass_reaping_keeps_every_completion_and_the_rate(pib):
+    p = _reaping(pib, True)
+    topo, r0 = S._proxy_topology(p, p.path("mini-proxy"), 8, 1, "cold")
+    for i in range(8):
+        topo.add(Producer(q0=r0 + i, t_build=130.0, t_ring=0.0, tail=1000.0, nmsg=3000, window=64))
+    res = topo.run(p.nic)
+    assert np.isfinite(res.m_done).all() and res.completed == 8 * 3000
+    assert (res.m_done >= res.m_t0).all()
+    rate_held = res.rate_mmsg()
+    q = _reaping(pib, False)
+    topo, r0 = S._proxy_topology(q, q.path("mini-proxy"), 8, 1, "cold")
+    for i in range(8):
+        topo.add(Producer(q0=r0 + i, t_build=130.0, t_ring=0.0, tail=1000.0, nmsg=3000, window=64))
+    assert rate_held == pytest.approx(topo.run(q.nic).rate_mmsg(), rel=0.05)

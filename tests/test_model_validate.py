@@ -111,3 +111,41 @@ def test_clock_state_of_a_row_never_reads_nan_as_a_state():
     assert _clock_state(pd.Series({"cpu_clock_state": math.nan, "param_state": "warm"})) == "warm"
     assert _clock_state(pd.Series({"cpu_clock_state": "cold", "param_state": "warm"})) == "cold"
     assert _clock_state(pd.Series({"cpu_clock_state": math.nan})) == "cold"
+
+
+def test_beside_measured_maps_loaded_rtt_records_to_their_layout():
+    """gicomm-bench-loaded-rtt records: bulk_ctas is the background, the proxy probe's
+    completion_ns is predicted under the record's workers, chain and bulk enqueue."""
+    import pandas as pd
+
+    from gicomm.model import scenarios as S
+    from gicomm.model.calibrate import from_paper
+    from gicomm.model.predict import beside_measured
+
+    p = from_paper()
+
+    def row(pid, bulk, batch, metric="completion_ns"):
+        return {
+            "experiment": "proxy_loaded_probe",
+            "transport": "mini-proxy",
+            "nic_backend": "softnic-cpu",
+            "point_id": pid,
+            "metric": metric,
+            "unit": "ns",
+            "status": "ok",
+            "p50": 1000.0,
+            "param_queue": "reserved",
+            "param_bulk_ctas": bulk,
+            "param_bulk_enqueue": "tuned",
+            "param_workers": 1,
+            "param_batch": batch,
+        }
+
+    out = beside_measured(
+        p, pd.DataFrame([row("idle", 0, 16), row("b1", 8, 1), row("b16", 8, 16)])
+    ).set_index("point_id")
+    assert out.loc["idle", "predicted"] == pytest.approx(p.path("mini-proxy").completion_ns)
+    want = S.loaded_rtt(p, "mini-proxy", "reserved", bg_ctas=8, probes=12, workers=1, rings=8,
+                        chain=16, bg_enqueue="tuned")  # fmt: skip
+    assert out.loc["b16", "predicted"] == pytest.approx(want.completion_p50_us * 1e3)
+    assert out.loc["b16", "predicted"] > out.loc["b1", "predicted"] > out.loc["idle", "predicted"]

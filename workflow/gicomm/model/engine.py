@@ -9,7 +9,9 @@ Entities (plain numpy arrays, built by :mod:`gicomm.model.topology` for :mod:`.s
 * queues are NIC send queues (kind 0) or proxy rings in host memory (kind 1), each with a finite
   depth; a producer that finds its queue full waits (FIFO) until slots are freed;
 * proxy workers poll their rings round-robin, chain up to ``bmax`` requests per post
-  (``t0 + n * tper``) and post them to their own NIC send queue;
+  (``t0 + n * tper``) and post them to their own NIC send queue; a worker with ``reap`` set
+  publishes completions once per pass over its rings (at the pass end, or at once while it has
+  nothing to post), as gicomm's mini-proxy does, instead of as soon as the CQE is written;
 * the NIC has ``n_pu`` processing units. A unit takes the next ready send queue (one unit per
   queue at a time, so per-queue order is kept), fetches up to ``burst_max`` WQEs in DMA reads of
   ``fetch_max`` (``t_fetch`` each) and processes each (``t_wqe``). Received traffic (``rx_mode``)
@@ -35,6 +37,7 @@ from gicomm.model.events import (
     EV_P_BUILT,
     EV_P_RUNG,
     EV_P_START,
+    EV_W_CQE,
     EV_W_DONE,
     EV_W_POLL,
     heap_pop,
@@ -52,8 +55,8 @@ QI_DEPTH, QI_KIND, QI_WORKER, QI_CONN = range(4)
 QI_NCOL = 4
 QK_NIC, QK_RING = 0, 1
 # worker integer / float columns
-WI_R0, WI_NR, WI_QP, WI_BMAX = range(4)
-WI_NCOL = 4
+WI_R0, WI_NR, WI_QP, WI_BMAX, WI_REAP = range(5)
+WI_NCOL = 5
 WF_T0, WF_TPER = range(2)
 WF_NCOL = 2
 # NIC integer / float fields
@@ -93,6 +96,28 @@ def _work_for_idle(u_kind: np.ndarray, rdy_st: np.ndarray, rx_st: np.ndarray) ->
             idle = True
             break
     return idle
+
+
+@njit(cache=True)
+def _reap(
+    w: int,
+    now: float,
+    w_pend: np.ndarray,
+    run_next: np.ndarray,
+    run_id: np.ndarray,
+    ht: np.ndarray,
+    hs: np.ndarray,
+    hk: np.ndarray,
+    hi: np.ndarray,
+    hst: np.ndarray,
+) -> None:
+    """Worker ``w`` publishes the completions of every run whose CQE it holds (in CQE order)."""
+    r0 = w_pend[w, 0]
+    while r0 >= 0:
+        heap_push(ht, hs, hk, hi, hst, now, EV_MSG_DONE, run_id[r0])
+        r0 = run_next[r0]
+    w_pend[w, 0] = -1
+    w_pend[w, 1] = -1
 
 
 @njit(cache=True)
@@ -324,6 +349,10 @@ def simulate(
     w_ring = np.zeros(n_w, dtype=np.int64)
     w_start = np.zeros(n_w, dtype=np.int64)
     w_n = np.zeros(n_w, dtype=np.int64)
+    # per-pass reaping: each worker's held runs as a list (first, last run start) through run_next
+    w_pend = np.full((n_w, 2), -1, dtype=np.int64)
+    run_next = np.full(max(n_m, 1), -1, dtype=np.int64)
+    run_id = np.zeros(max(n_m, 1), dtype=np.int64)
     u_kind = np.zeros(n_pu, dtype=np.int64)
     u_q = np.zeros(n_pu, dtype=np.int64)
     u_start = np.zeros(n_pu, dtype=np.int64)
@@ -477,6 +506,9 @@ def simulate(
                 # with the same completion tail
                 run0 = cq_n
                 t_run = -1.0
+                # a per-pass worker's completions wait for its reap; others become visible
+                wq = qi[q, QI_WORKER]
+                held = wq >= 0 and wi[wq, WI_REAP] == 1
                 idx = u_start[u]
                 base = q_off[q]
                 for _k in range(n):
@@ -489,14 +521,23 @@ def simulate(
                     t_done = now + pf[m_prod[m], PF_TAIL]
                     if t_done != t_run or cq_n - run0 >= 63:
                         if cq_n > run0:
-                            heap_push(ht, hs, hk, hi, hst, t_run, EV_MSG_DONE,
-                                      run0 * 64 + (cq_n - run0))  # fmt: skip
+                            if held:
+                                heap_push(ht, hs, hk, hi, hst, t_run, EV_W_CQE,
+                                          (run0 * 64 + (cq_n - run0)) * n_w + wq)  # fmt: skip
+                            else:
+                                heap_push(ht, hs, hk, hi, hst, t_run, EV_MSG_DONE,
+                                          run0 * 64 + (cq_n - run0))  # fmt: skip
                         run0 = cq_n
                         t_run = t_done
                     cq[cq_n] = m
                     cq_n += 1
                 if cq_n > run0:
-                    heap_push(ht, hs, hk, hi, hst, t_run, EV_MSG_DONE, run0 * 64 + (cq_n - run0))
+                    if held:
+                        heap_push(ht, hs, hk, hi, hst, t_run, EV_W_CQE,
+                                  (run0 * 64 + (cq_n - run0)) * n_w + wq)  # fmt: skip
+                    else:
+                        heap_push(ht, hs, hk, hi, hst, t_run, EV_MSG_DONE,
+                                  run0 * 64 + (cq_n - run0))  # fmt: skip
                 q_occ[q] -= n
                 q_inserv[q] = 0
                 _nic_notify(q, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
@@ -532,24 +573,44 @@ def simulate(
                     n_ready_p += 1
             if probe_left == 0 and has_probe:
                 break  # all probes answered: the background has served its purpose
+        elif kind == EV_W_CQE:
+            w = ident % n_w
+            run = ident // n_w
+            if w_busy[w] == 0:  # an idle worker spins on its CQ: published at once
+                heap_push(ht, hs, hk, hi, hst, now, EV_MSG_DONE, run)
+            else:
+                r0 = run >> 6
+                run_id[r0] = run
+                run_next[r0] = -1
+                if w_pend[w, 1] >= 0:
+                    run_next[w_pend[w, 1]] = r0
+                else:
+                    w_pend[w, 0] = r0
+                w_pend[w, 1] = r0
         elif kind == EV_W_POLL:
             w = ident
             w_busy[w] = 0
             nr = wi[w, WI_NR]
             found = -1
+            base = w_ptr[w]  # 0..nr: the ring after the last one posted, unwrapped
+            crossed = True  # the scan went past the last ring: a pass ended
             for k in range(nr):
-                r = wi[w, WI_R0] + (w_ptr[w] + k) % nr
+                j = (base + k) % nr
+                r = wi[w, WI_R0] + j
                 if q_cnt[r] > 0:
                     found = r
-                    w_ptr[w] = (w_ptr[w] + k + 1) % nr
+                    crossed = base + k >= nr
+                    w_ptr[w] = j + 1
                     break
-            if found < 0:
-                continue
             qp = wi[w, WI_QP]
-            n = min(q_cnt[found], wi[w, WI_BMAX])
-            n = min(n, qi[qp, QI_DEPTH] - q_occ[qp])
+            n = 0
+            if found >= 0:
+                n = min(q_cnt[found], wi[w, WI_BMAX])
+                n = min(n, qi[qp, QI_DEPTH] - q_occ[qp])
+            if (crossed or n <= 0) and w_pend[w, 0] >= 0:
+                _reap(w, now, w_pend, run_next, run_id, ht, hs, hk, hi, hst)
             if n <= 0:
-                continue  # woken again when the NIC frees slots of its queue
+                continue  # idle, or woken again when the NIC frees slots of its queue
             q_occ[qp] += n
             w_ring[w] = found
             w_start[w] = q_head[found]

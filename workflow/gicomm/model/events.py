@@ -18,6 +18,7 @@ EV_NIC_DONE = 4  # a NIC processing unit finished its current work item
 EV_MSG_DONE = 5  # completions of a run of messages (id = first * 64 + count) became visible
 EV_W_DONE = 6  # a proxy worker finished posting a chain
 EV_W_POLL = 7  # a proxy worker looks for work
+EV_W_CQE = 8  # a run's CQE reached a per-pass proxy worker's queue (id = run id * workers + worker)
 
 
 def new_heap(capacity: int) -> tuple[np.ndarray, ...]:

@@ -66,6 +66,9 @@ class PathParams:
     worker_tper_ns: dict[str, float] = field(default_factory=dict)
     worker_bmax: int = 16
     worker_qp_depth: int = 4096
+    # proxy path: workers publish completions once per pass over their rings (gicomm's mini-proxy
+    # WorkerPool reaps its CQ after each pass) rather than as soon as the CQE is written
+    worker_reap_per_pass: bool = False
     # proxy path: enqueue cost onto a ring that several producers share (a multi-producer ring
     # needs atomic slot reservation; the tuned single-store enqueue needs one producer per ring).
     # 0 means the same as build.

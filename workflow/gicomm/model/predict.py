@@ -252,10 +252,19 @@ _ALIASES = {
     "threads": ("param_threads",),
     "qps": ("param_qps", "param_qps_per_peer"),
     "batch": ("param_batch", "param_wqes_per_doorbell"),
-    "bg_ctas": ("param_bg_ctas", "param_background_ctas"),
+    "bg_ctas": ("param_bg_ctas", "param_background_ctas", "param_bulk_ctas"),
     "mode": ("param_queue", "param_mode", "param_sharing"),
     "connections": ("param_connections", "param_active_qps"),
+    "workers": ("param_workers",),
+    "rings": ("param_rings",),
+    "bg_enqueue": ("param_bulk_enqueue",),
 }
+# gicomm-bench-loaded-rtt's mini-proxy layout where a record leaves it to the driver's defaults
+# (native/bench/kernel_cost/loaded_rtt.cu): 2 workers, rings min(32, 2 + max(1, bulk CTAs)), of
+# which rings 0 and 1 are the probe's and the responder's; the bulk CTAs take the baseline
+# enqueue unless bulk_enqueue=tuned.
+_LOADED_RTT_WORKERS = 2
+_LOADED_RTT_OWN_RINGS = 2
 _PATHS = {"mini-gda": "mini-gda", "mini-proxy": "mini-proxy", "nccl-gin-gdaki": "gdaki"}
 
 
@@ -266,14 +275,35 @@ def _coord(row: pd.Series, name: str) -> Any:
     return None
 
 
+def _loaded(p: ModelParams, row: pd.Series, path: str, bg: int, metric: str) -> float:
+    """The probe of a loaded-RTT record (rtt_ns or completion_ns) under ``bg`` background CTAs,
+    in the record's queue mode and, for the proxy, its workers, bulk rings, chain and enqueue."""
+    mode = str(_coord(row, "mode") or "reserved")
+    mode = "shared" if mode.startswith("shar") else "reserved"
+    kw: dict[str, Any] = {}
+    if p.path(path).kind == "proxy":
+        rings = int(_coord(row, "rings") or min(32, _LOADED_RTT_OWN_RINGS + max(1, bg)))
+        # shared: every bulk CTA on the probe's ring; reserved: the bulk rings beside it
+        bulk_rings = 1 if mode == "shared" else rings - _LOADED_RTT_OWN_RINGS
+        workers = int(_coord(row, "workers") or _LOADED_RTT_WORKERS)
+        enqueue = str(_coord(row, "bg_enqueue") or "baseline")
+        kw = {
+            "workers": min(workers, bulk_rings + (mode == "reserved")),
+            "rings": bulk_rings,
+            "chain": int(_coord(row, "batch") or p.path(path).worker_bmax),
+            "bg_enqueue": enqueue,
+            "state": _clock_state(row),
+        }
+    r = S.loaded_rtt(p, path, mode, bg_ctas=bg, probes=12, **kw)
+    return (r.rtt_p50_us if metric == "rtt_ns" else r.completion_p50_us) * 1e3
+
+
 def _predict_row(p: ModelParams, row: pd.Series, path: str) -> float | None:
     metric = str(row["metric"])
     if metric in ("issue_ns", "completion_ns", "rtt_ns"):
         bg = _coord(row, "bg_ctas")
-        if bg is not None and int(bg) > 0 and metric == "rtt_ns":
-            mode = str(_coord(row, "mode") or "reserved")
-            mode = "shared" if mode.startswith("shar") else "reserved"
-            return S.loaded_rtt(p, path, mode, bg_ctas=int(bg), probes=12).rtt_p50_us * 1e3
+        if bg is not None and int(bg) > 0 and metric != "issue_ns":
+            return _loaded(p, row, path, int(bg), metric)
         one = S.single_op(p, path, state=_clock_state(row))
         return {"issue_ns": one.issue_us, "completion_ns": one.completion_us, "rtt_ns": one.rtt_us}[
             metric

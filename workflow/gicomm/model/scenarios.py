@@ -82,6 +82,7 @@ def _proxy_topology(
             path.worker_bmax,
             path.worker_t0_ns[state],
             path.worker_tper_ns[state],
+            path.worker_reap_per_pass,
         )
     return topo, first
 
@@ -185,6 +186,7 @@ class LoadedRtt:
     rtt_p50_us: float
     carried_mmsg: float
     probes: int
+    completion_p50_us: float  # the probe's put+completion, without the remote side
 
 
 def loaded_rtt(
@@ -200,6 +202,7 @@ def loaded_rtt(
     workers: int = ASSUME_PROXY_WORKERS,
     rings: int = ASSUME_PROXY_RINGS,
     chain: int | None = None,
+    bg_enqueue: str | None = None,
 ) -> LoadedRtt:
     """Probe RTT p50 while ``bg_ctas`` unpaced (or paced) background CTAs load the path.
 
@@ -208,10 +211,13 @@ def loaded_rtt(
     ``ASSUME_GDAKI_SHARED_POOL`` when shared. Proxy path: ``rings`` rings for the background
     served by ``workers`` workers chaining up to ``chain`` requests (default: the path's), the
     probe on ring 0 (shared) or on its own extra ring (reserved). A ring with more than one
-    producer is enqueued with the multi-producer protocol (``PathParams.shared_enqueue_ns``).
+    producer is enqueued with the multi-producer protocol (``PathParams.shared_enqueue_ns``);
+    ``bg_enqueue`` "baseline" or "tuned" sets the background CTAs' enqueue whatever the count.
     """
     if mode not in ("shared", "reserved"):
         raise ValueError(f"mode must be shared or reserved, not {mode!r}")
+    if bg_enqueue not in (None, "baseline", "tuned"):
+        raise ValueError(f"bg_enqueue must be baseline, tuned or None, not {bg_enqueue!r}")
     path = p.path(path_name)
     if chain is not None:
         path = PathParams(**{**path.__dict__, "worker_bmax": chain})
@@ -237,7 +243,7 @@ def loaded_rtt(
         topo.add(
             Producer(
                 q0=q,
-                t_build=path.enqueue_cost(f, on_queue[q])
+                t_build=path.enqueue_cost(f, _producers_seen(on_queue[q], bg_enqueue))
                 if path.kind == "proxy"
                 else path.build_cost(f),
                 t_ring=path.ring_cost(f) if path.kind == "gpu" else 0.0,
@@ -255,7 +261,13 @@ def loaded_rtt(
         rtt_p50_us=float(np.median(lat) + path.rtt_ns - path.completion_ns) / 1e3,
         carried_mmsg=_rate_before(res, bg, _probe_end(res)),
         probes=int(lat.size),
+        completion_p50_us=float(np.median(lat)) / 1e3,
     )
+
+
+def _producers_seen(producers: int, enqueue: str | None) -> int:
+    """The producer count an enqueue is costed for: a forced protocol overrides the count."""
+    return {None: producers, "baseline": 2, "tuned": 1}[enqueue]
 
 
 def _probe_end(res: SimResult) -> float:

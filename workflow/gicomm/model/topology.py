@@ -33,7 +33,7 @@ class Topology:
 
     producers: list[Producer] = field(default_factory=list)
     queues: list[tuple[int, int, int, int]] = field(default_factory=list)  # depth kind worker conn
-    workers: list[tuple[int, int, int, int, float, float]] = field(default_factory=list)
+    workers: list[tuple[int, int, int, int, float, float, bool]] = field(default_factory=list)
 
     def add_queue(self, depth: int, kind: int = E.QK_NIC, worker: int = -1, conn: int = -1) -> int:
         q = len(self.queues)
@@ -48,10 +48,17 @@ class Topology:
         return first
 
     def add_worker(
-        self, ring0: int, nrings: int, qp: int, bmax: int, t0: float, tper: float
+        self,
+        ring0: int,
+        nrings: int,
+        qp: int,
+        bmax: int,
+        t0: float,
+        tper: float,
+        reap_per_pass: bool = False,
     ) -> int:
         w = len(self.workers)
-        self.workers.append((ring0, nrings, qp, bmax, t0, tper))
+        self.workers.append((ring0, nrings, qp, bmax, t0, tper, reap_per_pass))
         return w
 
     def add(self, p: Producer) -> int:
@@ -77,8 +84,8 @@ class Topology:
         qi = np.array(self.queues, dtype=np.int64).reshape(-1, E.QI_NCOL)
         wi = np.zeros((len(self.workers), E.WI_NCOL), dtype=np.int64)
         wf = np.zeros((len(self.workers), E.WF_NCOL), dtype=np.float64)
-        for i, (r0, nr, qp, bmax, t0, tper) in enumerate(self.workers):
-            wi[i] = (r0, nr, qp, bmax)
+        for i, (r0, nr, qp, bmax, t0, tper, reap) in enumerate(self.workers):
+            wi[i] = (r0, nr, qp, bmax, int(reap))
             wf[i] = (t0, tper)
             if qi[qp, E.QI_WORKER] < 0:
                 qi[qp, E.QI_WORKER] = i
