@@ -246,3 +246,26 @@ def test_proxy_worker_fit_uses_worker_bound_points_only():
     assert fit.worker_t0_ns["cold"] == pytest.approx(t0, rel=1e-6)
     assert fit.worker_tper_ns["cold"] == pytest.approx(tper, rel=1e-6)
     assert fit.worker_reap_per_pass and not from_paper().path("mini-proxy").worker_reap_per_pass
+
+
+def test_gpu_fit_ignores_large_payloads_and_several_producers():
+    """A goodput sweep's records also carry msg_rate: a 64 KiB point or a 16-CTA point is not one
+    thread's 8-byte rate and must not move the per-WQE costs."""
+    truth = from_paper("P-IB")
+
+    def rate(b: int) -> float:
+        return S.message_rate(truth, threads=1, qps=1, batch=b, msgs=4000)
+
+    rows = [
+        _record("mini-gda", "msg_rate", rate(b), "Mmsg/s", threads=1, qps=1, batch=b)
+        for b in (1, 4, 16)
+    ]
+    clean = from_records(pd.DataFrame(rows)).path("mini-gda")
+    rows += [
+        _record("mini-gda", "msg_rate", 0.04, "Mmsg/s", ctas=1, size=65536, batch=16),
+        _record("mini-gda", "msg_rate", 0.9, "Mmsg/s", ctas=16, size=8, batch=1),
+    ]
+    noisy = from_records(pd.DataFrame(rows)).path("mini-gda")
+    f = truth.sm_clock_mhz
+    assert noisy.build_cost(f) == pytest.approx(clean.build_cost(f))
+    assert noisy.ring_cost(f) == pytest.approx(clean.ring_cost(f))

@@ -291,7 +291,7 @@ def from_records(
             if len(rows):
                 setattr(path, attr, float(rows["_p50"].median()))
                 p.sources[f"paths.{name}.{attr}"] = _describe(rows)
-        rate = mine[(mine["metric"] == "msg_rate") & mine["_p50"].gt(0)]
+        rate = _eight_byte_rates(mine[(mine["metric"] == "msg_rate") & mine["_p50"].gt(0)])
         if path.kind == "gpu":
             rows = rate[(threads.loc[rate.index] == 1) & (qps.loc[rate.index] == 1)]
             rows = rows[batch.loc[rows.index].notna()]
@@ -346,6 +346,15 @@ def from_records(
                 gpu_rates.loc[[top.name]]
             )
     return p
+
+
+def _eight_byte_rates(rows: pd.DataFrame) -> pd.DataFrame:
+    """Message-rate points of 8-byte messages from one producer block: the model's unit. A
+    goodput sweep's large payloads, or several producer CTAs, say nothing about one thread's
+    per-WQE cost (a 64 KiB point read as one thread's rate once gave a 21 us 'build' cost)."""
+    size = _num(rows, "param_size")
+    ctas = _num(rows, "param_ctas").fillna(_num(rows, "param_blocks"))
+    return rows[(size.isna() | (size <= 8)) & (ctas.isna() | (ctas <= 1))]
 
 
 def _worker_bound(rows: pd.DataFrame) -> pd.DataFrame:
