@@ -149,3 +149,24 @@ def test_beside_measured_maps_loaded_rtt_records_to_their_layout():
                         chain=16, bg_enqueue="tuned")  # fmt: skip
     assert out.loc["b16", "predicted"] == pytest.approx(want.completion_p50_us * 1e3)
     assert out.loc["b16", "predicted"] > out.loc["b1", "predicted"] > out.loc["idle", "predicted"]
+
+
+def test_beside_measured_keeps_each_metric_of_a_point_apart():
+    """A point's records carry several metrics (issue and completion of one op): each is its own
+    row with its own median, never a median across metrics."""
+    import pandas as pd
+
+    from gicomm.model.calibrate import from_paper
+    from gicomm.model.predict import beside_measured
+
+    rows = [
+        {"experiment": "one_op", "transport": "mini-gda", "nic_backend": "mlx5", "point_id": "o",
+         "metric": metric, "unit": "ns", "status": "ok", "p50": p50, "run_index": run}
+        for metric, values in (("issue_ns", (690.0, 710.0, 700.0)),
+                               ("completion_ns", (4000.0, 4100.0, 4050.0)))
+        for run, p50 in enumerate(values)
+    ]  # fmt: skip
+    out = beside_measured(from_paper(), pd.DataFrame(rows)).set_index("metric")
+    assert sorted(out.index) == ["completion_ns", "issue_ns"]
+    assert out.loc["issue_ns", "p50"] == 700.0 and out.loc["completion_ns", "p50"] == 4050.0
+    assert out.loc["completion_ns", "predicted"] == pytest.approx(4030.0)

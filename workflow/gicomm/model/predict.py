@@ -330,7 +330,7 @@ def _clock_state(row: pd.Series) -> str:
     return "cold"
 
 
-def beside_measured(p: ModelParams, tidy: pd.DataFrame, max_points: int = 400) -> pd.DataFrame:
+def beside_measured(p: ModelParams, tidy: pd.DataFrame, max_points: int = 5000) -> pd.DataFrame:
     """The model evaluated at each measured point of ``tidy`` it can represent.
 
     Columns: the record identity (experiment, transport, nic_backend, point_id, metric, unit), the
@@ -342,9 +342,15 @@ def beside_measured(p: ModelParams, tidy: pd.DataFrame, max_points: int = 400) -
     ok = tidy[tidy["status"] == "ok"] if "status" in tidy else tidy
     ok = ok[ok["transport"].isin(list(_PATHS))]
     ok = ok[ok["metric"].isin(["issue_ns", "completion_ns", "rtt_ns", "msg_rate"])]
+    if "param_size" in ok:  # the model's messages are 8 bytes (docs/model.md, Limits)
+        size = pd.to_numeric(ok["param_size"], errors="coerce")
+        ok = ok[size.isna() | (size <= 8)]
     keep = [c for c in ok.columns if c in cols or c.startswith("param_") or c == "cpu_clock_state"]
-    points = ok.groupby("point_id", dropna=False).agg(
-        {**{c: "first" for c in keep if c != "point_id"}, "p50": "median"}
+    # one row per point and metric: the median over runs of that metric's p50
+    points = (
+        ok.groupby(["point_id", "metric"], dropna=False)
+        .agg({**{c: "first" for c in keep if c not in ("point_id", "metric")}, "p50": "median"})
+        .reset_index(level="metric")
     )
     rows = []
     for pid, row in points.head(max_points).iterrows():
