@@ -66,6 +66,39 @@ def test_every_paper_experiment_has_a_page_with_everything(results: Path):
         assert (report / "tables" / f"{tab}.csv").exists()
 
 
+def test_model_page_shows_validation_parameters_and_predictions(results: Path):
+    report = results / "synth" / "report"
+    index = " ".join((report / "index.html").read_text().split())
+    assert 'href="model.html"' in index
+    assert "1 of 2 headline checks and 1 of 1 other checks within tolerance" in index
+    assert "1 of 2 parameters fitted from this campaign's records" in index
+    page = (report / "model.html").read_text()
+    for fig in ("model_validation", "model_beside_measured", "model_predictions"):
+        assert f"figures/model/{fig}.png" in page
+        assert (report / "figures" / "model" / f"{fig}.png").stat().st_size > 5000
+    assert "blow-up mini-proxy" in page and "paths.mini-gda.issue_ns" in page
+    assert "gda_msg_rate" in page  # the beside-measured table
+    for name in ("validation", "calibration", "beside_measured", "predictions"):
+        assert (report / "data" / f"model_{name}.csv").exists()
+
+
+def test_model_figures_say_so_when_there_is_nothing_to_draw(tmp_path: Path):
+    import pandas as pd
+
+    from gicomm.model.figures import FIGURES
+
+    empty = {
+        "model_validation": pd.DataFrame(columns=["check", "role", "paper", "predicted",
+                                                  "tolerance", "passed"]),
+        "model_beside_measured": pd.DataFrame(columns=["experiment", "metric", "p50",
+                                                       "predicted", "nic_backend"]),
+        "model_predictions": pd.DataFrame(columns=["sweep", "metric", "value"]),
+    }  # fmt: skip
+    for name, frame in empty.items():
+        FIGURES[name](frame, [tmp_path / f"{name}.png"])
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000
+
+
 def test_not_measured_experiment_page_says_why(results: Path):
     page = (results / "synth" / "report" / "experiments" / "goodput.html").read_text()
     assert "not runnable here" in page and "needs an RDMA NIC" in page

@@ -177,6 +177,71 @@ def test_synthetic_campaign_is_valid_and_complete():
     assert "goodput" not in set(t["summary"]["experiment"])
 
 
+def synthetic_model_tables() -> dict[str, pd.DataFrame]:
+    """The model stage's CSVs, in the shapes workflow/gicomm/model writes them."""
+    validation = pd.DataFrame(
+        [
+            ["msg rate 64 x 64", "headline", "table05", 260.0, 257.9, "Mmsg/s", "+-10%", True],
+            ["blow-up mini-proxy", "headline", "table11", 19.0, 206.0, "ratio", "x/ 2.5", False],
+            ["loaded RTT gdaki shared", "validation", "table11", 27.3, 24.3, "us", "+-30%", True],
+            ["one op mini-gda rtt", "calibration", "table03", 6.85, 6.85, "us", "+-2%", True],
+        ],
+        columns=["check", "role", "paper_ref", "paper", "predicted", "unit", "tolerance",
+                 "passed"],
+    )  # fmt: skip
+    calibration = pd.DataFrame(
+        [
+            ["synth", "nic.t_wqe_ns", 29.2, 29.2, "paper", "paper nic.ceiling_pib"],
+            ["synth", "paths.mini-gda.issue_ns", 626.0, 700.0, "records", "records: one_op"],
+        ],
+        columns=["platform", "parameter", "value", "paper_value", "origin", "source"],
+    )
+    beside = pd.DataFrame(
+        [
+            ["one_op", "mini-gda", "softnic-gpu", "a", "rtt_ns", "ns", 10300.0, 10800.0],
+            ["gda_msg_rate", "mini-gda", "softnic-gpu", "b", "msg_rate", "Mmsg/s", 232.0, 250.0],
+        ],
+        columns=["experiment", "transport", "nic_backend", "point_id", "metric", "unit", "p50",
+                 "predicted"],
+    )  # fmt: skip
+    beside["ratio"] = beside["predicted"] / beside["p50"]
+    rows = []
+    for threads in (1, 64):
+        for qps in (1, 64):
+            for batch in (1, 16):
+                rows.append({"sweep": "msg_rate", "path": "mini-gda", "threads": threads,
+                             "qps": qps, "batch": batch, "metric": "msg_rate",
+                             "value": float(threads * batch), "unit": "Mmsg/s"})  # fmt: skip
+    for bg in (0, 64):
+        for mode in ("shared", "reserved"):
+            rows.append({"sweep": "loaded_rtt", "path": "gdaki", "bg_ctas": bg, "mode": mode,
+                         "metric": "rtt_p50", "value": 10.0 + bg, "unit": "us"})  # fmt: skip
+    for n in (16, 100_000):
+        for traffic in ("send_only", "send_recv"):
+            rows.append({"sweep": "connections", "path": "mini-gda", "connections": n,
+                         "traffic": traffic, "metric": "msg_rate", "value": 240.0,
+                         "unit": "Mmsg/s"})  # fmt: skip
+    predictions = pd.DataFrame(rows).assign(platform="synth")
+    return {"validation": validation, "calibration": calibration,
+            "beside_measured": beside, "predictions": predictions}  # fmt: skip
+
+
+def write_synthetic_model(model_dir: Path, figures_dir: Path) -> None:
+    """The model stage's CSVs and figures of a campaign, as model.smk lays them out."""
+    from gicomm.layout import MODEL_FIGURES
+    from gicomm.model.figures import FIGURES
+
+    tables = synthetic_model_tables()
+    model_dir.mkdir(parents=True, exist_ok=True)
+    for name, frame in tables.items():
+        frame.to_csv(model_dir / f"{name}.csv", index=False)
+    inputs = {"model_validation": "validation", "model_beside_measured": "beside_measured",
+              "model_predictions": "predictions"}  # fmt: skip
+    for name in MODEL_FIGURES:
+        paths = [figures_dir / "model" / f"{name}.{ext}" for ext in ("png", "svg")]
+        FIGURES[name](pd.read_csv(model_dir / f"{inputs[name]}.csv"), paths)
+
+
 def render_synthetic_report(root: Path, campaigns: tuple[str, ...] = ("synth",)) -> Path:
     """Render the campaign reports and the cross-campaign report of synthetic campaigns under
     root/results (as the rules lay them out); return root/results."""
@@ -208,11 +273,16 @@ def render_synthetic_report(root: Path, campaigns: tuple[str, ...] = ("synth",))
         for e in PAPER_EXPERIMENTS if c == campaigns[0] else ():
             paths = [out / "figures" / f"{e}.{ext}" for ext in ("png", "svg")]
             plot_experiment(t["summary"], t["records"], c, e, paths)
+        if c == campaigns[0]:
+            write_synthetic_model(base / "model", out / "figures")
+        else:
+            shutil.copytree(results / campaigns[0] / "model", base / "model")
         d = base / "data"
         render_campaign_report(
             CampaignReport(c, d / "records.csv", d / "summary.csv", d / "claims.csv",
                            d / "fits.csv", d / "ratios.csv", out / "tables", [hw],
-                           out / "index.html", current=False, combined_index=combined)
+                           out / "index.html", current=False, combined_index=combined,
+                           model_dir=base / "model")
         )  # fmt: skip
         summaries.append(t["summary"])
     all_summary = pd.concat(summaries, ignore_index=True)

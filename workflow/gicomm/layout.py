@@ -28,6 +28,8 @@ MODEL_OUTPUTS = (
     "beside_measured.csv",
     "validation.csv",
 )
+# ... and its figures in the campaign's report (gicomm.model.figures.FIGURES draws them).
+MODEL_FIGURES = ("model_validation", "model_beside_measured", "model_predictions")
 ARCHIVE = RESULTS / "archive"
 
 
@@ -107,6 +109,14 @@ class Layout:
             if p.is_file()
             and "build" not in p.relative_to(native).parts[:1]
             and (p.suffix in NATIVE_SOURCE_SUFFIXES or p.name == "CMakeLists.txt")
+        )
+
+    def model_sources(self) -> list[str]:
+        """The model's code: its outputs are redone when it changes (validation has no other
+        input, and a calibration from unchanged records would otherwise be kept)."""
+        model = self.root / "workflow" / "gicomm" / "model"
+        return sorted(
+            str(p.relative_to(self.root)) for p in model.glob("*.py") if p.name != "figures.py"
         )
 
     def all_targets(self) -> list[str]:

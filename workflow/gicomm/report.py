@@ -6,7 +6,10 @@ Campaign report (results/<campaign>/report/):
   experiments/<exp>.html  figures, this campaign's tables beside the paper's, claim checks, the
                           sweep (median, min..max and CI over runs, p99), same-run transport
                           ratios, clock fits, provenance, and the commands that regenerate it
-  data/<exp>.csv          tidy CSV of every record of the experiment (and claims.csv, summary.csv)
+  model.html              the performance model: validation against the paper, fitted parameters,
+                          predicted beside measured, the platform's predictions
+  data/<exp>.csv          tidy CSV of every record of the experiment (and claims.csv, summary.csv,
+                          model_*.csv)
 Across campaigns (results/combined/report/index.html): each claim's verdict per campaign and one
 comparison figure per experiment (platform against platform, software NIC against real NIC).
 """
@@ -216,6 +219,7 @@ class CampaignReport:
     index: Path
     current: bool
     combined_index: Path | None = None
+    model_dir: Path | None = None  # results/<campaign>/model (the model stage's CSVs)
 
 
 def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
@@ -232,6 +236,47 @@ def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
         f"results/{campaign}/report/index.html"
     )
     return cmds
+
+
+MODEL_TABLES = ("validation", "calibration", "beside_measured", "predictions")
+
+
+def model_summary(validation: pd.DataFrame, calibration: pd.DataFrame) -> dict[str, int]:
+    """Counts the index and the model page state: checks within tolerance per role, and how many
+    parameters the campaign's records set."""
+
+    def passed(role: str) -> tuple[int, int]:
+        d = validation[validation["role"] == role] if len(validation) else validation
+        return int((d["passed"].astype(str) == "True").sum()) if len(d) else 0, len(d)
+
+    (hp, ht), (vp, vt) = passed("headline"), passed("validation")
+    from_records = int((calibration["origin"] == "records").sum()) if len(calibration) else 0
+    return {
+        "headline_pass": hp, "headline_total": ht, "validation_pass": vp,
+        "validation_total": vt, "from_records": from_records, "parameters": len(calibration),
+    }  # fmt: skip
+
+
+def render_model_page(
+    env: jinja2.Environment, campaign: str, model_dir: Path, out: Path
+) -> dict[str, int]:
+    """model.html and data/model_*.csv of a campaign report; returns the summary counts."""
+    t = {name: _read(model_dir / f"{name}.csv") for name in MODEL_TABLES}
+    for name, d in t.items():
+        d.to_csv(out / "data" / f"model_{name}.csv", index=False)
+    summary = model_summary(t["validation"], t["calibration"])
+    beside = t["beside_measured"]
+    if len(beside):
+        beside = beside.sort_values(["experiment", "metric", "point_id"])
+    page = env.get_template("model.html.j2").render(
+        campaign=campaign,
+        summary=summary,
+        validation=frame_html(t["validation"], "No validation checks."),
+        calibration=frame_html(t["calibration"], "No parameters."),
+        beside=frame_html(beside.head(MAX_TABLE_ROWS), "No measured point the model represents."),
+    )
+    write_atomic(out / "model.html", page)
+    return summary
 
 
 def render_campaign_report(r: CampaignReport) -> None:
@@ -285,8 +330,10 @@ def render_campaign_report(r: CampaignReport) -> None:
             current=r.current,
         )  # fmt: skip
         write_atomic(out / "experiments" / f"{s.name}.html", page)
+    model = render_model_page(env, r.campaign, r.model_dir, out) if r.model_dir else None
     page = env.get_template("index.html.j2").render(
         campaign=r.campaign,
+        model=model,
         hosts=hosts,
         experiments=statuses,
         current=r.current,

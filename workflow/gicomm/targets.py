@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from gicomm.layout import MODEL_FIGURES, MODEL_OUTPUTS
 from gicomm.paper import FIGURE_IDS, PAPER_EXPERIMENTS, TABLE_IDS
 
 # A campaign wildcard that never captures the cross-campaign folder results/combined/.
@@ -42,6 +43,19 @@ def campaign_figures(layout: LayoutLike, campaign: str) -> list[str]:
         for ext in ("png", "svg")
     ]
     return own + paper
+
+
+def model_figures(campaign: str) -> list[str]:
+    return [
+        f"results/{campaign}/report/figures/model/{f}.{ext}"
+        for f in MODEL_FIGURES
+        for ext in ("png", "svg")
+    ]
+
+
+def model_tables(campaign: str) -> list[str]:
+    """The model stage's CSVs a campaign report shows (every output but params.json)."""
+    return [f"results/{campaign}/model/{f}" for f in MODEL_OUTPUTS if f.endswith(".csv")]
 
 
 def campaign_tables(campaign: str) -> list[str]:

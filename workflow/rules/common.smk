@@ -47,6 +47,7 @@ localrules:
     model_calibrate,
     model_predict,
     model_validate,
+    model_figures,
     report_campaign,
     report_combined,
     export_report,

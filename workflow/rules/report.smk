@@ -12,6 +12,8 @@ rule report_campaign:
         tables=lambda w: targets.campaign_tables(w.campaign),
         hardware=lambda w: LAYOUT.hardware_files(w.campaign),
         figures=lambda w: targets.campaign_figures(LAYOUT, w.campaign),
+        model=lambda w: targets.model_tables(w.campaign),
+        model_figures=lambda w: targets.model_figures(w.campaign),
     output:
         index=report(
             "results/{campaign}/report/index.html",

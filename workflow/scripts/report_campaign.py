@@ -20,5 +20,6 @@ with logged(snakemake):
             index=Path(snakemake.output.index),
             current=snakemake.wildcards.campaign == snakemake.config["campaign"],
             combined_index=Path(snakemake.params.combined),
+            model_dir=Path(i.model[0]).parent,
         )
     )
