@@ -506,9 +506,13 @@ def simulate(
                 # with the same completion tail
                 run0 = cq_n
                 t_run = -1.0
-                # a per-pass worker's completions wait for its reap; others become visible
+                # a per-pass worker's completions wait for its reap (EV_W_CQE, the run id
+                # times the worker count plus the worker); others become visible
                 wq = qi[q, QI_WORKER]
                 held = wq >= 0 and wi[wq, WI_REAP] == 1
+                ev_done = EV_W_CQE if held else EV_MSG_DONE
+                id_mul = n_w if held else 1
+                id_add = wq if held else 0
                 idx = u_start[u]
                 base = q_off[q]
                 for _k in range(n):
@@ -521,23 +525,15 @@ def simulate(
                     t_done = now + pf[m_prod[m], PF_TAIL]
                     if t_done != t_run or cq_n - run0 >= 63:
                         if cq_n > run0:
-                            if held:
-                                heap_push(ht, hs, hk, hi, hst, t_run, EV_W_CQE,
-                                          (run0 * 64 + (cq_n - run0)) * n_w + wq)  # fmt: skip
-                            else:
-                                heap_push(ht, hs, hk, hi, hst, t_run, EV_MSG_DONE,
-                                          run0 * 64 + (cq_n - run0))  # fmt: skip
+                            heap_push(ht, hs, hk, hi, hst, t_run, ev_done,
+                                      (run0 * 64 + (cq_n - run0)) * id_mul + id_add)  # fmt: skip
                         run0 = cq_n
                         t_run = t_done
                     cq[cq_n] = m
                     cq_n += 1
                 if cq_n > run0:
-                    if held:
-                        heap_push(ht, hs, hk, hi, hst, t_run, EV_W_CQE,
-                                  (run0 * 64 + (cq_n - run0)) * n_w + wq)  # fmt: skip
-                    else:
-                        heap_push(ht, hs, hk, hi, hst, t_run, EV_MSG_DONE,
-                                  run0 * 64 + (cq_n - run0))  # fmt: skip
+                    heap_push(ht, hs, hk, hi, hst, t_run, ev_done,
+                              (run0 * 64 + (cq_n - run0)) * id_mul + id_add)  # fmt: skip
                 q_occ[q] -= n
                 q_inserv[q] = 0
                 _nic_notify(q, now, q_cnt, q_inserv, q_inrdy, rdy, rdy_st)
