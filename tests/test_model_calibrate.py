@@ -269,3 +269,15 @@ def test_gpu_fit_ignores_large_payloads_and_several_producers():
     f = truth.sm_clock_mhz
     assert noisy.build_cost(f) == pytest.approx(clean.build_cost(f))
     assert noisy.ring_cost(f) == pytest.approx(clean.ring_cost(f))
+
+
+def test_idle_latencies_leave_out_loaded_points():
+    """A loaded-RTT driver's probe under background CTAs is a prediction target, not an idle
+    latency: only its bulk_ctas=0 point joins the one-op records."""
+    rows = [
+        _record("mini-proxy", "completion_ns", 2500.0, "ns", bulk_ctas=0),
+        _record("mini-proxy", "completion_ns", 2600.0, "ns", threads=1),
+        _record("mini-proxy", "completion_ns", 18000.0, "ns", bulk_ctas=8),
+        _record("mini-proxy", "completion_ns", 17000.0, "ns", bulk_ctas=30),
+    ]
+    assert from_records(pd.DataFrame(rows)).path("mini-proxy").completion_ns == 2550.0

@@ -273,7 +273,7 @@ def from_records(
         mine = _prefer(df[df["_path"] == name])
         if mine.empty:
             continue
-        one = mine[threads.loc[mine.index] == 1]
+        one = _unloaded(mine[threads.loc[mine.index] == 1])
         if path.kind == "proxy" and "param_enqueue" in one:
             # the baseline (multi-producer) enqueue is the shared-ring cost; the idle latencies
             # are the tuned path's (proxy_one_op sweeps both)
@@ -318,8 +318,8 @@ def from_records(
                 # gicomm's own mini-proxy: its workers reap their CQ once per pass
                 path.worker_reap_per_pass = True
                 p.sources[f"paths.{name}.worker_reap_per_pass"] = (
-                    "gicomm mini-proxy WorkerPool: completions published after each pass over "
-                    "the rings (native/src/proxy/pool.cpp)"
+                    "records: transport mini-proxy, gicomm's WorkerPool, which publishes "
+                    "completions after each pass over its rings (native/src/proxy/pool.cpp)"
                 )
             rows = _worker_bound(rate[workers.loc[rate.index] == 1])
             state = rows.get("cpu_clock_state")
@@ -346,6 +346,15 @@ def from_records(
                 gpu_rates.loc[[top.name]]
             )
     return p
+
+
+def _unloaded(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured with no background load: a loaded probe's latency is what the model
+    predicts, not an idle latency to calibrate on."""
+    background = pd.Series(0.0, rows.index)
+    for col in ("param_bulk_ctas", "param_bg_ctas", "param_background_ctas"):
+        background = background.where(_num(rows, col).isna(), _num(rows, col))
+    return rows[background.fillna(0) <= 0]
 
 
 def _eight_byte_rates(rows: pd.DataFrame) -> pd.DataFrame:
