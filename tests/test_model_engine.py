@@ -161,8 +161,8 @@ def test_t_stop_ends_early():
 def test_shared_proxy_ring_takes_the_multi_producer_enqueue(pib):
     mp = pib.path("mini-proxy")
     assert mp.shared_enqueue_ns == pytest.approx(2270.0)  # Table 3 mini-proxy baseline issue
-    assert mp.enqueue_cost(pib.sm_clock_mhz, 1) == pytest.approx(mp.issue_ns)
-    assert mp.enqueue_cost(pib.sm_clock_mhz, 2) == pytest.approx(2270.0)
+    assert mp.enqueue_cost(pib.sm_clock_mhz, multi_producer=False) == pytest.approx(mp.issue_ns)
+    assert mp.enqueue_cost(pib.sm_clock_mhz, multi_producer=True) == pytest.approx(2270.0)
     # one background CTA, unsaturated: sharing its ring costs the probe the slower enqueue only
     shared = S.loaded_rtt(pib, "mini-proxy", "shared", bg_ctas=1, probes=8).rtt_p50_us
     reserved = S.loaded_rtt(pib, "mini-proxy", "reserved", bg_ctas=1, probes=8).rtt_p50_us

@@ -83,9 +83,10 @@ class PathParams:
     def ring_cost(self, sm_clock_mhz: float) -> float:
         return self.gpu_ns(self.ring_cycles, self.ring_ns, sm_clock_mhz)
 
-    def enqueue_cost(self, sm_clock_mhz: float, producers_on_queue: int) -> float:
-        """Per-descriptor cost of a proxy producer on a ring with ``producers_on_queue``."""
-        if producers_on_queue > 1 and self.shared_enqueue_ns > 0.0:
+    def enqueue_cost(self, sm_clock_mhz: float, multi_producer: bool) -> float:
+        """Per-descriptor cost of a proxy producer: the multi-producer (baseline) enqueue, which a
+        ring with several producers needs, or the tuned single store."""
+        if multi_producer and self.shared_enqueue_ns > 0.0:
             return self.shared_enqueue_ns
         return self.build_cost(sm_clock_mhz)
 

@@ -49,7 +49,7 @@ def _probe(
     ring = min(ring, path.issue_ns)
     issue = path.issue_ns
     if path.kind == "proxy" and shared_ring:
-        issue = path.enqueue_cost(p.sm_clock_mhz, 2)
+        issue = path.enqueue_cost(p.sm_clock_mhz, multi_producer=True)
     return Producer(
         q0=q,
         t_build=issue - ring,
@@ -171,7 +171,7 @@ def proxy_rate(
         topo.add(
             Producer(
                 q0=r0 + i % rings,
-                t_build=path.enqueue_cost(p.sm_clock_mhz, on_ring),
+                t_build=path.enqueue_cost(p.sm_clock_mhz, multi_producer=on_ring > 1),
                 t_ring=0.0,
                 tail=_tail(p, path),
                 nmsg=max(msgs // producers, 1),
@@ -243,7 +243,9 @@ def loaded_rtt(
         topo.add(
             Producer(
                 q0=q,
-                t_build=path.enqueue_cost(f, _producers_seen(on_queue[q], bg_enqueue))
+                t_build=path.enqueue_cost(
+                    f, on_queue[q] > 1 if bg_enqueue is None else bg_enqueue == "baseline"
+                )
                 if path.kind == "proxy"
                 else path.build_cost(f),
                 t_ring=path.ring_cost(f) if path.kind == "gpu" else 0.0,
@@ -263,11 +265,6 @@ def loaded_rtt(
         probes=int(lat.size),
         completion_p50_us=float(np.median(lat)) / 1e3,
     )
-
-
-def _producers_seen(producers: int, enqueue: str | None) -> int:
-    """The producer count an enqueue is costed for: a forced protocol overrides the count."""
-    return {None: producers, "baseline": 2, "tuned": 1}[enqueue]
 
 
 def _probe_end(res: SimResult) -> float:
