@@ -95,7 +95,7 @@ def test_model_figures_say_so_when_there_is_nothing_to_draw(tmp_path: Path):
         "model_predictions": pd.DataFrame(columns=["sweep", "metric", "value"]),
     }  # fmt: skip
     for name, frame in empty.items():
-        FIGURES[name](frame, [tmp_path / f"{name}.png"])
+        FIGURES[name][0](frame, [tmp_path / f"{name}.png"])
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
 
 

@@ -235,11 +235,10 @@ def write_synthetic_model(model_dir: Path, figures_dir: Path) -> None:
     model_dir.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
         frame.to_csv(model_dir / f"{name}.csv", index=False)
-    inputs = {"model_validation": "validation", "model_beside_measured": "beside_measured",
-              "model_predictions": "predictions"}  # fmt: skip
     for name in MODEL_FIGURES:
+        plot, table = FIGURES[name]
         paths = [figures_dir / "model" / f"{name}.{ext}" for ext in ("png", "svg")]
-        FIGURES[name](pd.read_csv(model_dir / f"{inputs[name]}.csv"), paths)
+        plot(pd.read_csv(model_dir / f"{table}.csv"), paths)
 
 
 def render_synthetic_report(root: Path, campaigns: tuple[str, ...] = ("synth",)) -> Path:

@@ -30,6 +30,7 @@ from gicomm import CONFIG_DIR, REPO_ROOT
 from gicomm.aggregate import as_text, param_columns
 from gicomm.claims import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED
 from gicomm.fsutil import write_atomic
+from gicomm.layout import MODEL_OUTPUTS
 from gicomm.paper import EXPERIMENT_ALIASES, PAPER_EXPERIMENTS
 from gicomm.plots import PAPER_FIGURES
 from gicomm.tables import PAPER_TABLES, paper_table
@@ -238,7 +239,7 @@ def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
     return cmds
 
 
-MODEL_TABLES = ("validation", "calibration", "beside_measured", "predictions")
+MODEL_TABLES = tuple(f.removesuffix(".csv") for f in MODEL_OUTPUTS if f.endswith(".csv"))
 
 
 def model_summary(validation: pd.DataFrame, calibration: pd.DataFrame) -> dict[str, int]:

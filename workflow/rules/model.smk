@@ -64,7 +64,7 @@ rule model_validate:
 rule model_figures:
     input:
         validation="results/{campaign}/model/validation.csv",
-        beside="results/{campaign}/model/beside_measured.csv",
+        beside_measured="results/{campaign}/model/beside_measured.csv",
         predictions="results/{campaign}/model/predictions.csv",
     output:
         png=[

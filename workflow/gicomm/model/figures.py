@@ -123,8 +123,9 @@ def plot_predictions(predictions: pd.DataFrame, outputs: Sequence[str | Path]) -
     save(fig, outputs)
 
 
+# each figure: its plot function and the model CSV (results/<campaign>/model/<name>.csv) it draws
 FIGURES = {
-    "model_validation": plot_validation,
-    "model_beside_measured": plot_beside_measured,
-    "model_predictions": plot_predictions,
+    "model_validation": (plot_validation, "validation"),
+    "model_beside_measured": (plot_beside_measured, "beside_measured"),
+    "model_predictions": (plot_predictions, "predictions"),
 }
