@@ -1,6 +1,6 @@
 # gicomm: two commands on a fresh Debian machine.
 #   make run    set up, run the default campaign with the local profile, print where the report is
-#   make test   set up, then every test (python, pipeline, native ctest)
+#   make test   set up, then every test (python, pipeline, native ctest, Soft-RoCE guest)
 SHELL := /bin/bash
 .ONESHELL:
 .SHELLFLAGS := -eu -o pipefail -c
@@ -14,7 +14,7 @@ NATIVE_BUILD := build/ctest
 # Debian packages the native build and the tests need (installed when we are root and they are missing).
 SYSTEM_PACKAGES := $(shell grep -v '^\#' tools/system-packages.txt)
 
-.PHONY: run test setup system-packages lint native-test pytest clean archive container-recipes export claim artifact-docs
+.PHONY: run test setup system-packages lint native-test pytest softroce-test clean archive container-recipes export claim artifact-docs
 
 setup: system-packages $(STAMP)
 
@@ -46,7 +46,12 @@ native-test: setup
 pytest: setup
 	$(BIN)/python -m pytest -q --durations=12
 
-test: lint native-test pytest
+# The verbs backend, the two-rank launcher and exchange, and the counter path proof against a real
+# kernel RDMA stack (Soft-RoCE in a QEMU guest); says plainly when it skips and why.
+softroce-test: native-test
+	bash tools/softroce/ci.sh $(NATIVE_BUILD)
+
+test: lint native-test pytest softroce-test
 
 # Artifact evaluation: a self-contained tarball (WITH_WHEELS=1 bundles the Python wheels), the
 # container recipes regenerated from the pins, and a campaign's report as one zip.

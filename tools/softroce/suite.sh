@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The Soft-RoCE suite, run inside the guest by tools/softroce/run.sh (tools/softroce/ci.sh does
+# both): gicomm's verbs code against a real kernel RDMA stack, rxe0 and rxe1 on a veth pair.
+#
+#   tools/softroce/suite.sh BUILD_DIR [--also 'PROGRAM ARGS'] ...
+#
+#   1. loopback      mini-proxy's verbs backend, QP pairs on rxe0 (topology: loopback)
+#   2. two ports     the same backend, rxe0's QPs connected to rxe1's through the endpoint exchange,
+#                    CPU producers -> workers -> RDMA writes; port counters prove the path
+#   3. two ranks     gicomm-pair-check as two processes (launcher flags, TCP exchange), rank 0 on
+#                    rxe0, rank 1 on rxe1: 8-byte inline writes, then 4 KiB writes of 4 packets
+#   4. wrong device  rank 0 configured on rxe0 but forced to send over rxe1: the counter check must
+#                    fail the point and name rxe1
+#   5. --also        each extra program, run as given (e.g. a verbs test suite that takes device
+#                    names: --also 'build/ctest/bin/some_suite --device rxe0 --peer rxe1')
+# Latency under TCG is meaningless; every step has a generous time limit instead.
+set -uo pipefail
+BUILD=${1:?usage: suite.sh BUILD_DIR [--also CMD]...}
+shift
+BIN=$BUILD/bin
+EXTRA=()
+while (($#)); do
+  case $1 in
+    --also) EXTRA+=("$2"); shift 2 ;;
+    *) echo "suite.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+GID=${GICOMM_RXE_GID_INDEX:-1}
+LIMIT=300
+OUT=$(mktemp -d)
+failed=()
+passed=0
+
+step() {  # step NAME COMMAND...: run with a time limit, print PASS/FAIL with its time
+  local name=$1; shift
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  if timeout -k 5 "$LIMIT" "$@"; then
+    echo "--- PASS $name ($((SECONDS - t0)) s)"
+    passed=$((passed + 1))
+  else
+    echo "--- FAIL $name (exit $?, $((SECONDS - t0)) s)"
+    failed+=("$name")
+  fi
+}
+
+# Both ranks of gicomm-pair-check; extra args: rank 0's, then rank 1's, separated by '--'.
+pair() {
+  local port=$1; shift
+  local r0=() r1=()
+  while (($#)) && [[ $1 != -- ]]; do r0+=("$1"); shift; done
+  shift
+  r1=("$@")
+  "$BIN/gicomm-pair-check" --rank 0 --world-size 2 --rendezvous-port "$port" --gid-index "$GID" \
+    --timeout-ms 120000 "${r0[@]}" >"$OUT/r0.json" 2>"$OUT/r0.err" &
+  local pid=$!
+  "$BIN/gicomm-pair-check" --rank 1 --world-size 2 --rendezvous-port "$port" --gid-index "$GID" \
+    --timeout-ms 120000 "${r1[@]}" >"$OUT/r1.json" 2>"$OUT/r1.err"
+  local rc1=$?
+  wait "$pid"
+  local rc0=$?
+  echo "rank 0 (exit $rc0): $(cat "$OUT/r0.json")"
+  echo "rank 1 (exit $rc1): $(cat "$OUT/r1.json")"
+  cat "$OUT/r0.err" "$OUT/r1.err" >&2
+  return $((rc0 || rc1))
+}
+
+two_ranks() {
+  pair 17600 --device rxe0 --messages 4096 --bytes 8 -- --device rxe1 --messages 4096 --bytes 8 &&
+    grep -q '"data":"ok"' "$OUT/r1.json" &&
+    pair 17601 --device rxe0 --messages 500 --bytes 4096 -- --device rxe1 --messages 500 --bytes 4096
+}
+
+wrong_device() {
+  # Rank 1 receives on rxe0; rank 0 says rxe0 but its QPs live on rxe1.
+  if pair 17602 --device rxe0 --traffic-device rxe1 --messages 500 --bytes 4096 -- \
+    --device rxe0 --messages 500 --bytes 4096; then
+    echo "the check passed a point whose traffic left through rxe1"
+    return 1
+  fi
+  grep -q 'the traffic went over another device: rxe1 port 1' "$OUT/r0.json" ||
+    { echo "rank 0's reason does not name rxe1"; return 1; }
+  grep -q '"data":"ok"' "$OUT/r1.json" || { echo "the data did not arrive (so this proves nothing)"; return 1; }
+  echo "caught: $(grep -o 'path check failed[^"]*' "$OUT/r0.json" | head -1)"
+}
+
+echo "suite: $(uname -r), devices: $(ls /sys/class/infiniband | tr '\n' ' ')"
+for f in "$BIN/proxy_verbs_test" "$BIN/gicomm-pair-check"; do
+  [[ -x $f ]] || { echo "suite: $f is missing (a native build with rdma-core is needed)"; exit 2; }
+done
+step loopback "$BIN/proxy_verbs_test" --device rxe0 --gid-index "$GID"
+step two-ports "$BIN/proxy_verbs_test" --device rxe0 --peer-device rxe1 --gid-index "$GID"
+export BIN GID OUT
+export -f pair two_ranks wrong_device
+step two-ranks bash -c two_ranks
+step wrong-device bash -c wrong_device
+for cmd in "${EXTRA[@]}"; do
+  # shellcheck disable=SC2086 # the extra command is given as one string of words
+  step "also: $cmd" $cmd
+done
+rm -rf "$OUT"
+echo "suite: $passed passed, ${#failed[@]} failed${failed:+: ${failed[*]}}"
+((${#failed[@]} == 0))
