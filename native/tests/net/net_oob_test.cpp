@@ -263,21 +263,18 @@ void messages() {
   put_endpoint(ep, &em);
   Endpoint out;
   CHECK(get_endpoint(em, &out, &err));
-  em.set("ep.mtu", "1500");
-  CHECK(!get_endpoint(em, &out, &err));
-  has(err, "'ep.mtu'='1500' is not one of 256, 512, 1024, 2048, 4096");
-  put_endpoint(ep, &em);
-  em.set("ep.gid", "fe80::1");
-  CHECK(!get_endpoint(em, &out, &err));
-  has(err, "'ep.gid'='fe80::1' is not a GID");
-  put_endpoint(ep, &em);
-  em.set("ep.qps", "1:2,16777216:0");
-  CHECK(!get_endpoint(em, &out, &err));
-  has(err, "'ep.qps' item '16777216:0' is not QPN:PSN");
-  put_endpoint(ep, &em);
-  em.set("ep.link", "ethernet");
-  CHECK(!get_endpoint(em, &out, &err));
-  has(err, "'ep.link'='ethernet' is not one of roce, ib");
+  // Each field checked on receipt, the reason naming key and value.
+  const char* bad[][3] = {{"ep.mtu", "1500", "'ep.mtu'='1500' is not one of 256, 512, 1024, 2048, 4096"},
+                          {"ep.gid", "fe80::1", "'ep.gid'='fe80::1' is not a GID"},
+                          {"ep.qps", "1:2,16777216:0", "'ep.qps' item '16777216:0' is not QPN:PSN"},
+                          {"ep.link", "ethernet", "'ep.link'='ethernet' is not one of roce, ib"},
+                          {"ep.rkey", "4294967296", "'ep.rkey'='4294967296' is not an integer"}};
+  for (const auto& b : bad) {
+    put_endpoint(ep, &em);
+    em.set(b[0], b[1]);
+    CHECK(!get_endpoint(em, &out, &err));
+    has(err, b[2]);
+  }
   CHECK(mtu_code(256) == 1 && mtu_code(4096) == 5 && mtu_code(1500) == 0 && mtu_bytes(3) == 1024 && mtu_bytes(0) == 0);
   std::array<uint8_t, 16> g{};
   CHECK(parse_gid("fe80:0000:0000:0000:0202:c9ff:fe00:0001", &g) && g[0] == 0xfe && g[15] == 1);

@@ -32,18 +32,19 @@ expect "$tmp/0.out" '"ok":true'
 expect "$tmp/1.out" '"launcher":"flags"'
 echo "agreement: ok ($(cat "$tmp/0.out"))"
 
-run_pair "--timeout-ms 30000" "--timeout-ms 30000 --build-id not-this-build"
-[[ $rc0 -eq 1 && $rc1 -eq 1 ]] || fail "other build: exit $rc0/$rc1"
-((elapsed < 10)) || fail "other build took ${elapsed}s (timeout 30 s): not fast"
-expect "$tmp/0.err" "refusing rank 1"
-expect "$tmp/0.err" "it runs build not-this-build"
-echo "other build: $(cat "$tmp/0.err")"
-
-run_pair "--timeout-ms 30000 --experiment one_op --point-id aa11" "--timeout-ms 30000 --experiment one_op --point-id bb22"
-[[ $rc0 -eq 1 && $rc1 -eq 1 ]] || fail "other point: exit $rc0/$rc1"
-((elapsed < 10)) || fail "other point took ${elapsed}s (timeout 30 s): not fast"
-expect "$tmp/1.err" "it is at experiment one_op point aa11 run 0, this rank at experiment one_op point bb22 run 0"
-echo "other point: $(cat "$tmp/1.err")"
+# refused NAME "RANK0 ARGS" "RANK1 ARGS" WHICH_ERR TEXT: both ranks fail within seconds (their timeout
+# is 30 s) and rank WHICH_ERR's stderr says TEXT.
+refused() {
+  run_pair "--timeout-ms 30000 $2" "--timeout-ms 30000 $3"
+  [[ $rc0 -eq 1 && $rc1 -eq 1 ]] || fail "$1: exit $rc0/$rc1"
+  ((elapsed < 10)) || fail "$1 took ${elapsed}s (timeout 30 s): not fast"
+  expect "$tmp/$4.err" "$5"
+  echo "$1: $(cat "$tmp/$4.err")"
+}
+refused "other build" "" "--build-id not-this-build" 0 "refusing rank 1 (host $(hostname)): it runs build not-this-build"
+refused "other point" "--experiment one_op --point-id aa11" "--experiment one_op --point-id bb22" 1 \
+  "it is at experiment one_op point aa11 run 0, this rank at experiment one_op point bb22 run 0"
+refused "other run" "--run 0" "--run 1" 0 "run 1, this rank at experiment - point - run 0"
 
 p=$(port)
 t0=$SECONDS
