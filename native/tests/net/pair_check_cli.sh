@@ -59,6 +59,15 @@ echo "dead peer (rank 0 waits): $(cat "$tmp/0.err")"
 expect "$tmp/1.err" "rank 0 (host localhost) did not answer at localhost:$p within 2.0 s"
 echo "dead peer (rank 1 waits): $(cat "$tmp/1.err")"
 
+# Without an RDMA device, --nic verbs: both ranks still meet, then exit 3 with one line.
+if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
+  run_pair "--nic verbs" "--nic verbs"
+  [[ $rc0 -eq 3 && $rc1 -eq 3 ]] || fail "no RDMA device: exit $rc0/$rc1, expected 3/3"
+  [[ $(wc -l <"$tmp/0.err") -eq 1 ]] || fail "no RDMA device: more than one line: $(cat "$tmp/0.err")"
+  expect "$tmp/0.err" "no RDMA device found"
+  echo "no RDMA device: $(cat "$tmp/0.err")"
+fi
+
 "$BIN" --nic none >"$tmp/x.out" 2>"$tmp/x.err"
 (($? == 2)) || fail "no launcher: exit code"
 expect "$tmp/x.err" "no rank: not started by srun"
