@@ -1,13 +1,25 @@
 # Writes ${OUT} (#define GICOMM_BUILD_ID "...") when its content changes: the source commit, plus
 # "-dirty.<hash of git diff HEAD>" for uncommitted changes, so two ranks can tell whether they run
-# the same build. GICOMM_BUILD_ID (a cache variable) overrides it, e.g. for a tarball without git.
+# the same build. Without git (an archive): "src-<hash of the native sources>". GICOMM_BUILD_ID (a
+# cache variable) overrides both.
 if(DEFINED FORCED_ID AND NOT FORCED_ID STREQUAL "")
   set(id "${FORCED_ID}")
 else()
   execute_process(COMMAND git -C "${SRC}" rev-parse --short=12 HEAD OUTPUT_VARIABLE commit
                   OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0 OR commit STREQUAL "")
-    set(id "unknown")
+    file(GLOB_RECURSE sources LIST_DIRECTORIES false "${SRC}/*.cpp" "${SRC}/*.h" "${SRC}/*.cu" "${SRC}/*.cuh"
+         "${SRC}/*CMakeLists.txt")
+    list(SORT sources)
+    set(all "")
+    foreach(f IN LISTS sources)
+      file(SHA1 "${f}" h)
+      file(RELATIVE_PATH rel "${SRC}" "${f}")
+      string(APPEND all "${rel} ${h}\n")
+    endforeach()
+    string(SHA1 h "${all}")
+    string(SUBSTRING "${h}" 0 12 h)
+    set(id "src-${h}")
   else()
     set(id "${commit}")
     execute_process(COMMAND git -C "${SRC}" diff HEAD --no-ext-diff OUTPUT_VARIABLE diff ERROR_QUIET)
