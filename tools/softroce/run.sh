@@ -149,6 +149,7 @@ if [[ ! -s $INITRD ]]; then
     cp "$ko" "$stage/mods/"
     basename "$ko" >>"$stage/mods/order"
   done
+  grep -qx 'rdma_rxe.ko' "$stage/mods/order" || die "$KERNEL_PKG has no rdma_rxe module (Soft-RoCE)"
   (cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) >"$INITRD.tmp"
   mv "$INITRD.tmp" "$INITRD"
   rm -rf "$stage"
@@ -165,10 +166,11 @@ fi
 JOB=$(mktemp -d "${TMPDIR:-/tmp}/gicomm-softroce.XXXXXX")
 QEMU_PID=
 cleanup() {
-  [[ -n $QEMU_PID ]] && kill "$QEMU_PID" 2>/dev/null || true
+  if [[ -n $QEMU_PID ]]; then kill "$QEMU_PID" 2>/dev/null || true; fi
   rm -rf "$JOB"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 {
   printf 'MODDIR=%q\n' "$MODDIR"
   printf 'HELPERS=%q\n' "$HERE"
@@ -193,8 +195,11 @@ timeout -k 10 "$TIMEOUT_S" qemu-system-x86_64 -accel "$ACCEL" -cpu "$CPU" -smp "
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
   -fsdev local,id=job,path="$JOB",security_model=none,multidevs=remap \
-  -device virtio-9p-pci,fsdev=job,mount_tag=job </dev/null
+  -device virtio-9p-pci,fsdev=job,mount_tag=job </dev/null &
+QEMU_PID=$!
+wait "$QEMU_PID"
 qrc=$?
+QEMU_PID=
 set -e
 elapsed=$((SECONDS - t0))
 if ((qrc == 124 || qrc == 137)); then
