@@ -56,6 +56,132 @@ static_assert(m::kSyndromeLocalLength == MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
 static_assert(m::kSyndromeWrFlush == MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
 static_assert(m::kSyndromeLocalQpOp == MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
 
+// Edges of the write builders, as rdma-core's providers/mlx5/qp.c posts them: _mlx5_post_send
+// skips an SGE of length 0 (a data segment's byte_count 0 would mean 2 GiB to a ConnectX) and
+// set_data_inl_seg adds no inline segment when the inline payload is empty, so an empty RDMA write,
+// inline or not, is ctrl + raddr (ds 2; ds 3 with a compact DC address vector). And each inline
+// builder refuses (returns 0, writes nothing) a payload that does not fit kMaxWqeBBs WQEBBs beside
+// the segments before it.
+static void check_zero_length_and_inline_limits() {
+  m::WqeHeader h;
+  h.pi = 0x1234;
+  h.qpn = 0xabcde;
+  h.signaled = true;
+  const uint64_t raddr = 0x1122334455667788ull, laddr = 0x99aabbccddeeff00ull;
+  const uint32_t rkey = 0x5566, lkey = 0x7788;
+  // What rdma-core writes for an empty write: ctrl (ds 2) + raddr, nothing after.
+  uint8_t ref[64] = {0};
+  mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(ref), h.pi, MLX5_OPCODE_RDMA_WRITE, 0, h.qpn,
+                      MLX5_WQE_CTRL_CQ_UPDATE, 2, 0, 0);
+  reinterpret_cast<mlx5_wqe_ctrl_seg*>(ref)->dci_stream_channel_id = 0;
+  auto* rseg = reinterpret_cast<mlx5_wqe_raddr_seg*>(ref + 16);
+  rseg->raddr = htobe64(raddr);
+  rseg->rkey = htobe32(rkey);
+  rseg->reserved = 0;
+  struct Guarded {
+    m::WqeImage img;
+    uint8_t guard[64];
+  };
+  auto fresh = [] {
+    Guarded g;
+    std::memset(&g, 0xa5, sizeof g);
+    return g;
+  };
+  auto guard_intact = [](const Guarded& g) {
+    for (uint8_t b : g.guard)
+      if (b != 0xa5) return false;
+    return true;
+  };
+  auto untouched_after = [](const Guarded& g, size_t from) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(&g.img);
+    for (size_t i = from; i < sizeof g.img; ++i)
+      if (p[i] != 0xa5) return false;
+    return true;
+  };
+  {
+    Guarded g = fresh();
+    const uint32_t ds = m::build_rdma_write(g.img, h, raddr, rkey, laddr, lkey, 0);
+    EXPECT(ds == 2 && same(ref, &g.img, 32) && untouched_after(g, 32),
+           "empty RDMA write: ds %u (rdma-core: 2, ctrl + raddr, no data segment)", ds);
+  }
+  {
+    Guarded g = fresh();
+    const uint32_t ds = m::build_rdma_write_inline(g.img, h, raddr, rkey, &laddr, 0);
+    EXPECT(ds == 2 && same(ref, &g.img, 32) && untouched_after(g, 32),
+           "empty inline write: ds %u (rdma-core: 2, no inline segment)", ds);
+    alignas(64) uint8_t ring[4 * 64];
+    std::memset(ring, 0x5a, sizeof ring);
+    m::Seg16 ctrl;
+    const uint32_t sds = m::store_rdma_write_inline(ring, 4, h.pi, h, raddr, rkey, &laddr, 0, &ctrl);
+    uint8_t* at = ring + (h.pi & 3) * 64;
+    bool rest_untouched = true;
+    for (size_t i = 0; i < sizeof ring; ++i)
+      if ((ring + i < at || ring + i >= at + 32) && ring[i] != 0x5a) rest_untouched = false;
+    EXPECT(sds == 2 && same(at, ref, 32) && same(&ctrl, ref, 16) && rest_untouched,
+           "empty streamed inline write: ds %u or ring bytes differ from rdma-core's", sds);
+  }
+  {
+    uint8_t imm_ref[32];
+    std::memcpy(imm_ref, ref, 32);
+    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(imm_ref), h.pi, MLX5_OPCODE_RDMA_WRITE_IMM, 0, h.qpn,
+                        MLX5_WQE_CTRL_CQ_UPDATE, 2, 0, htobe32(0xfeed));
+    reinterpret_cast<mlx5_wqe_ctrl_seg*>(imm_ref)->dci_stream_channel_id = 0;
+    Guarded g = fresh();
+    const uint32_t ds = m::build_rdma_write_imm(g.img, h, raddr, rkey, laddr, lkey, 0, 0xfeed);
+    EXPECT(ds == 2 && same(imm_ref, &g.img, 32) && untouched_after(g, 32),
+           "empty RDMA write with immediate: ds %u (rdma-core: 2)", ds);
+  }
+  {
+    // DC, compact AV: ctrl + av + raddr, ds 3.
+    m::AddressVector av;
+    av.dc_key = 0x0102030405060708ull;
+    av.dct_number = 0x800001;
+    Guarded g = fresh();
+    const uint32_t ds = m::build_rdma_write(g.img, h, raddr, rkey, laddr, lkey, 0, &av);
+    const auto* segs = reinterpret_cast<const uint8_t*>(&g.img);
+    EXPECT(ds == 3 && same(segs + 32, ref + 16, 16) && untouched_after(g, 48), "empty DC write: ds %u (expected 3)",
+           ds);
+  }
+  // Inline limits: 220 B fits an RC WQE (ds 16), 221 B does not; a compact DC AV leaves 204 B, an
+  // extended one 172 B. A refused build writes nothing (the guard after the image stays intact).
+  uint8_t payload[m::kMaxInlineRc + 64];
+  for (size_t i = 0; i < sizeof payload; ++i) payload[i] = static_cast<uint8_t>(i * 7 + 1);
+  struct Limit {
+    const char* name;
+    bool dc, extended;
+    uint32_t max;
+  };
+  const Limit limits[] = {{"RC", false, false, m::kMaxInlineRc},
+                          {"DC compact AV", true, false, m::kMaxInlineRc - 16},
+                          {"DC extended AV", true, true, m::kMaxInlineRc - 48}};
+  for (const Limit& l : limits) {
+    m::AddressVector av;
+    av.dct_number = 0x800002;
+    av.extended = l.extended;
+    const m::AddressVector* avp = l.dc ? &av : nullptr;
+    EXPECT(m::max_inline_rdma_write(avp) == l.max, "%s: max inline %u, expected %u", l.name,
+           m::max_inline_rdma_write(avp), l.max);
+    Guarded ok = fresh();
+    const uint32_t ds = m::build_rdma_write_inline(ok.img, h, raddr, rkey, payload, l.max, avp);
+    EXPECT(ds == m::kMaxDs && guard_intact(ok), "%s: %u B inline: ds %u, expected %u", l.name, l.max, ds, m::kMaxDs);
+    Guarded over = fresh();
+    const uint32_t ds_over = m::build_rdma_write_inline(over.img, h, raddr, rkey, payload, l.max + 1, avp);
+    EXPECT(ds_over == 0 && guard_intact(over) && untouched_after(over, 0),
+           "%s: %u B inline must be refused without writing (ds %u, guard %s)", l.name, l.max + 1, ds_over,
+           guard_intact(over) ? "intact" : "overwritten");
+  }
+  {
+    alignas(64) uint8_t ring[8 * 64];
+    std::memset(ring, 0x5a, sizeof ring);
+    m::Seg16 ctrl;
+    const uint32_t ds = m::store_rdma_write_inline(ring, 8, 3, h, raddr, rkey, payload, m::kMaxInlineRc + 1, &ctrl);
+    bool untouched = true;
+    for (uint8_t b : ring) untouched = untouched && b == 0x5a;
+    EXPECT(ds == 0 && untouched, "streamed inline write of %u B must be refused without writing (ds %u)",
+           m::kMaxInlineRc + 1, ds);
+  }
+}
+
 int main() {
   std::mt19937_64 rng(12345);
   auto r32 = [&] { return static_cast<uint32_t>(rng()); };
@@ -203,7 +329,8 @@ int main() {
       h.qpn = r32() & 0xffffff;
       h.signaled = (i % 3) == 0;
       const uint64_t raddr = rng(), laddr = rng();
-      const uint32_t rkey = r32(), lkey = r32(), len = r32() % 65536;
+      // 1..65535: an empty write has no data segment (check_zero_length_and_inline_limits).
+      const uint32_t rkey = r32(), lkey = r32(), len = 1 + r32() % 65535;
       uint8_t ref[64] = {0};
       auto* ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(ref);
       auto* rseg = reinterpret_cast<mlx5_wqe_raddr_seg*>(ref + 16);
@@ -327,6 +454,7 @@ int main() {
     EXPECT(m::cqe_ready(m::tail_op_own(c.w[15]), 3, 8), "first-pass CQE ready");
     EXPECT(!m::cqe_ready(m::tail_op_own(c.w[15]), 11, 8), "first-pass CQE must look stale on the second pass");
   }
+  check_zero_length_and_inline_limits();
   // Ring placement: a 2-WQEBB WQE at the last slot wraps to slot 0.
   {
     alignas(64) uint8_t ring[4 * 64];

@@ -174,38 +174,53 @@ GICOMM_HD uint32_t put_av_if_dc(WqeImage& img, const AddressVector* dc) {
   return 1 + av_ds(*dc);
 }
 
-// RC (dc == nullptr) or DC RDMA write from a registered local buffer. Returns ds.
+// RC (dc == nullptr) or DC RDMA write from a registered local buffer. Returns ds. An empty write
+// (length 0) has no data segment, as rdma-core posts it (_mlx5_post_send skips an SGE of length 0:
+// a data segment's byte_count 0 means 2 GiB to a ConnectX): ctrl + raddr, ds 2 (RC).
 GICOMM_HD uint32_t build_rdma_write(WqeImage& img, const WqeHeader& h, uint64_t raddr, uint32_t rkey,
                                     uint64_t laddr, uint32_t lkey, uint32_t length,
                                     const AddressVector* dc = nullptr) {
   uint32_t n = put_av_if_dc(img, dc);
   set_raddr_seg(img.seg[n++], raddr, rkey);
-  set_data_seg(img.seg[n++], length, lkey, laddr);
+  if (length != 0) set_data_seg(img.seg[n++], length, lkey, laddr);
   set_ctrl_seg(img.seg[0], h.pi, kOpcodeRdmaWrite, 0, h.qpn, fm_ce_se_of(h), static_cast<uint8_t>(n), 0, 0);
   return n;
 }
 
 // RDMA write with immediate: `imm_host` is given in host order and stored big-endian, as
-// ibv_post_send does for IBV_WR_RDMA_WRITE_WITH_IMM (wr.imm_data is already BE there).
+// ibv_post_send does for IBV_WR_RDMA_WRITE_WITH_IMM (wr.imm_data is already BE there). Empty
+// (length 0): no data segment, as build_rdma_write.
 GICOMM_HD uint32_t build_rdma_write_imm(WqeImage& img, const WqeHeader& h, uint64_t raddr, uint32_t rkey,
                                         uint64_t laddr, uint32_t lkey, uint32_t length, uint32_t imm_host,
                                         const AddressVector* dc = nullptr) {
   uint32_t n = put_av_if_dc(img, dc);
   set_raddr_seg(img.seg[n++], raddr, rkey);
-  set_data_seg(img.seg[n++], length, lkey, laddr);
+  if (length != 0) set_data_seg(img.seg[n++], length, lkey, laddr);
   set_ctrl_seg(img.seg[0], h.pi, kOpcodeRdmaWriteImm, 0, h.qpn, fm_ce_se_of(h), static_cast<uint8_t>(n), 0,
                to_be32(imm_host));
   return n;
 }
 
-// RDMA write with the payload inline in the WQE (length <= kMaxInlineRc, less with a DC AV).
+// Largest inline payload of an RDMA write that fits a WqeImage (kMaxWqeBBs WQEBBs) after ctrl, the
+// DC address vector (if any) and raddr: kMaxInlineRc for RC, 16 / 48 bytes less with a compact /
+// extended AV.
+GICOMM_HD uint32_t max_inline_rdma_write(const AddressVector* dc = nullptr) {
+  return kMaxInlineRc - (dc == nullptr ? 0u : 16u * av_ds(*dc));
+}
+
+// RDMA write with the payload inline in the WQE. Returns ds, or 0 when `length` exceeds
+// max_inline_rdma_write(dc) (the WQE would not fit; nothing is written). An empty payload gets no
+// inline segment, as rdma-core's set_data_inl_seg (ds 2 for RC).
 GICOMM_HD uint32_t build_rdma_write_inline(WqeImage& img, const WqeHeader& h, uint64_t raddr, uint32_t rkey,
                                            const void* payload, uint32_t length,
                                            const AddressVector* dc = nullptr) {
+  if (length > max_inline_rdma_write(dc)) return 0;
   uint32_t n = put_av_if_dc(img, dc);
   set_raddr_seg(img.seg[n++], raddr, rkey);
-  set_inline_seg(&img.seg[n], payload, length);
-  n += inline_seg_ds(length);
+  if (length != 0) {
+    set_inline_seg(&img.seg[n], payload, length);
+    n += inline_seg_ds(length);
+  }
   set_ctrl_seg(img.seg[0], h.pi, kOpcodeRdmaWrite, 0, h.qpn, fm_ce_se_of(h), static_cast<uint8_t>(n), 0, 0);
   return n;
 }
@@ -337,12 +352,14 @@ GICOMM_HD Seg16 inline_seg_at(const uint8_t* payload, uint32_t length, uint32_t 
 
 // The inline RC write built segment by segment straight into the ring, the same bytes as
 // build_rdma_write_inline + store_wqe, with no WQE image: a 256-byte image indexed by a run-time
-// length lives in (slow) local memory on a GPU. Returns ds; `ctrl` receives the control segment
-// (for the doorbell value).
+// length lives in (slow) local memory on a GPU. Returns ds, or 0 (nothing stored, `ctrl`
+// untouched) when `length` exceeds kMaxInlineRc; `ctrl` receives the control segment (for the
+// doorbell value).
 GICOMM_HD uint32_t store_rdma_write_inline(void* sq_buf, uint32_t wqe_cnt, uint32_t pi, const WqeHeader& h,
                                            uint64_t raddr, uint32_t rkey, const void* payload, uint32_t length,
                                            Seg16* ctrl) {
-  const uint32_t ds = 2 + inline_seg_ds(length);
+  if (length > kMaxInlineRc) return 0;
+  const uint32_t ds = 2 + (length != 0 ? inline_seg_ds(length) : 0u);
   set_ctrl_seg(*ctrl, h.pi, kOpcodeRdmaWrite, 0, h.qpn, fm_ce_se_of(h), static_cast<uint8_t>(ds), 0, 0);
   store_seg(sq_buf, wqe_cnt, pi, 0, *ctrl);
   Seg16 r;
