@@ -1,11 +1,15 @@
-// Randomized protocol test of the softnic cpu engine, driven by several producer threads that use
-// the same mlx5 encoders as the GPU (gicomm/mlx5/wqe.h) through HostSq/HostCq.
+// Randomized protocol test of a softnic engine, driven by several producer threads that use the
+// same mlx5 encoders as the GPU (gicomm/mlx5/wqe.h) through HostSq/HostCq. The cpu engine by default;
+// `--engine gpu` runs the very same checks against the gpu engine (a persistent kernel on GPU 0;
+// queues, doorbells and buffers in pinned host memory, the atomics' words in GPU memory; exit 77
+// without a GPU), so both engines answer one protocol.
 //
 // Checks: every payload byte lands where it should and nothing else is touched; every signaled
 // WQE yields exactly one CQE, in order, with its WQE index; fetch-add returns the running sums;
 // bad lkey / rkey / bounds / length / malformed / unknown DCT yield an error CQE with the right
 // syndrome, write nothing, and flush the WQEs after them; a doorbell that overtakes its WQE is
-// detected (stale retries, then LOCAL_QP_OP).
+// detected (stale retries, then LOCAL_QP_OP); an empty write (no data segment, as rdma-core posts
+// it) completes with byte count 0, writes nothing and checks no rkey.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +21,9 @@
 
 #include "gicomm/mlx5/host_post.h"
 #include "gicomm/softnic/softnic.h"
+#if defined(GICOMM_TEST_GPU_ENGINE)
+#include "gicomm/softnic/gpu_engine.h"
+#endif
 
 namespace m = gicomm::mlx5;
 namespace sn = gicomm::softnic;
@@ -33,6 +40,80 @@ static std::atomic<int> failures{0};
       }                                                           \
     }                                                             \
   } while (0)
+
+// The engine under test and where its memory lives. The gpu engine reads every queue and buffer
+// from the GPU: pinned host memory, so the host producers and checks use them as they are; only the
+// fetch-add words live in GPU memory (a GPU atomic on host memory needs PCIe atomics). It copies the
+// key tables and QP states at start(), so refresh() restarts it after new QPs, regions or DCTs.
+struct TestEngine {
+  sn::SoftNic& nic;
+  bool gpu;
+  std::unique_ptr<sn::CpuEngine> cpu;
+#if defined(GICOMM_TEST_GPU_ENGINE)
+  std::unique_ptr<sn::GpuEngine> gpu_engine;
+#endif
+  sn::Counters finished{};  // gpu: counters of the runs stopped so far
+  bool running = false;
+
+  TestEngine(sn::SoftNic& n, bool use_gpu, int cpu_threads) : nic(n), gpu(use_gpu) {
+    if (!gpu) {
+      cpu = std::make_unique<sn::CpuEngine>(nic, cpu_threads);
+      return;
+    }
+#if defined(GICOMM_TEST_GPU_ENGINE)
+    sn::GpuEngineConfig ec;
+    ec.device = 0;
+    ec.blocks = 4;
+    ec.warps_per_block = 4;
+    ec.max_runtime_ms = 120000;
+    gpu_engine = std::make_unique<sn::GpuEngine>(nic, ec);
+#endif
+  }
+  void start() {
+    running = true;
+    if (cpu) return cpu->start();
+#if defined(GICOMM_TEST_GPU_ENGINE)
+    gpu_engine->start();
+#endif
+  }
+  void stop() {
+    if (!running) return;
+    running = false;
+    if (cpu) return cpu->stop();
+#if defined(GICOMM_TEST_GPU_ENGINE)
+    gpu_engine->stop(20000);
+    finished += gpu_engine->counters();
+#endif
+  }
+  void refresh() {
+    if (gpu && running) {
+      stop();
+      start();
+    }
+  }
+  sn::Counters counters() const { return cpu ? cpu->counters() : finished; }
+  sn::MemoryPlace place() const { return gpu ? sn::MemoryPlace::pinned() : sn::MemoryPlace::host(); }
+  sn::MemoryPlace atomic_place() const { return gpu ? sn::MemoryPlace::gpu(0) : sn::MemoryPlace::host(); }
+  sn::QueueConfig queues(sn::QueueConfig qc) const {
+    qc.queues = place();
+    qc.doorbells = place();
+    return qc;
+  }
+};
+
+// A buffer in an engine's memory place, filled with `fill`.
+struct Buffer {
+  sn::MemoryPlace place;
+  size_t bytes;
+  uint8_t* p;
+  Buffer(sn::MemoryPlace where, size_t n, uint8_t fill)
+      : place(where), bytes(n), p(static_cast<uint8_t*>(sn::allocate(where, n))) {
+    sn::fill_bytes(place, p, fill, n);
+  }
+  ~Buffer() { sn::release(place, p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
 
 // Waits (bounded) for the next CQE of `cq`; names the QP and counters when it gives up.
 static bool wait_cqe(m::HostCq& cq, m::CqeFields* out, uint32_t qp, uint32_t expect_counter) {
@@ -63,7 +144,7 @@ struct Run {
 
 static uint32_t payload_len(uint32_t qp, uint32_t seq) { return 1 + (qp * 131 + seq * 7) % kSlot; }
 static uint64_t payload_src_off(uint32_t qp, uint32_t seq) { return (uint64_t(qp) * 977 + seq * 13) % (4096 - kSlot); }
-constexpr uint32_t kInlineMax = 100;
+constexpr uint32_t kInlineMax = m::kMaxInlineRc;  // inline writes of 1..4 WQEBBs
 
 // One producer drives its QPs round-robin with random batches (1..16 WQEs per doorbell) of random
 // WQEs, about a third signaled, keeping at most half of each ring outstanding.
@@ -143,30 +224,35 @@ static void producer(sn::SoftNic& nic, const std::vector<uint32_t>& qps, Run& ru
   }
 }
 
-static void run_protocol() {
+static void run_protocol(bool gpu) {
   const uint32_t kQps = 24, kProducers = 3, kWqes = 1500;
   sn::SoftNic nic;
-  std::vector<uint8_t> src(4096);
+  TestEngine engine(nic, gpu, 2);
+  Buffer src_buf(engine.place(), 4096, 0), dst_buf(engine.place(), size_t(kQps) * kWqes * kSlot, 0xee);
+  Buffer fetched_buf(engine.place(), size_t(kQps) * kWqes * 8, 0xff), ctr_buf(engine.atomic_place(), kQps * 8, 0);
+  uint8_t* src = src_buf.p;
+  const uint8_t* dst = dst_buf.p;
+  const uint64_t* fetched = reinterpret_cast<const uint64_t*>(fetched_buf.p);
   std::mt19937 rng(7);
-  for (auto& b : src) b = static_cast<uint8_t>(rng());
-  std::vector<uint8_t> dst(size_t(kQps) * kWqes * kSlot, 0xee);
-  std::vector<uint64_t> fetched(size_t(kQps) * kWqes, ~0ull);
-  std::vector<uint64_t> counters(kQps, 0);
+  for (size_t i = 0; i < src_buf.bytes; ++i) src[i] = static_cast<uint8_t>(rng());
   Run run;
   run.wqes_per_qp = kWqes;
-  run.src = src.data();
-  run.src_mr = nic.register_mr(src.data(), src.size(), 0);
-  run.dst_mr = nic.register_mr(dst.data(), dst.size(), sn::kAccessRemoteWrite);
-  run.ctr_mr = nic.register_mr(counters.data(), counters.size() * 8, sn::kAccessRemoteAtomic);
-  run.fetched_mr = nic.register_mr(fetched.data(), fetched.size() * 8, sn::kAccessLocalWrite);
+  run.src = src;
+  run.src_mr = nic.register_mr(src, src_buf.bytes, 0);
+  run.dst_mr = nic.register_mr(dst_buf.p, dst_buf.bytes, sn::kAccessRemoteWrite);
+  run.ctr_mr = nic.register_mr(ctr_buf.p, ctr_buf.bytes, sn::kAccessRemoteAtomic);
+  run.fetched_mr = nic.register_mr(fetched_buf.p, fetched_buf.bytes, sn::kAccessLocalWrite);
   run.kinds.assign(size_t(kQps) * kWqes, 0xff);
   sn::QueueConfig qc;
   qc.sq_wqebbs = 256;
   qc.cq_entries = 256;
+  qc = engine.queues(qc);
   for (uint32_t i = 0; i < kQps / 2; ++i) nic.create_qp(qc);
-  sn::CpuEngine engine(nic, 2);
+  if (gpu)  // the gpu engine sees the QPs of its start(): all of them before
+    for (uint32_t i = kQps / 2; i < kQps; ++i) nic.create_qp(qc);
   engine.start();
-  for (uint32_t i = kQps / 2; i < kQps; ++i) nic.create_qp(qc);  // QPs may appear while the engine runs
+  if (!gpu)
+    for (uint32_t i = kQps / 2; i < kQps; ++i) nic.create_qp(qc);  // QPs may appear while the engine runs
   std::vector<std::thread> threads;
   for (uint32_t p = 0; p < kProducers; ++p) {
     std::vector<uint32_t> mine;
@@ -175,6 +261,8 @@ static void run_protocol() {
   }
   for (auto& t : threads) t.join();
   engine.stop();
+  std::vector<uint64_t> counters(kQps);
+  sn::copy_from(ctr_buf.place, counters.data(), ctr_buf.p, ctr_buf.bytes);
   const sn::Counters c = engine.counters();
   CHECK(c.errors == 0 && c.flushes == 0, "unexpected error CQEs: %llu errors, %llu flushes",
         (unsigned long long)c.errors, (unsigned long long)c.flushes);
@@ -185,9 +273,9 @@ static void run_protocol() {
     uint64_t running = 0;
     for (uint32_t seq = 0; seq < kWqes; ++seq) {
       const size_t id = size_t(qp) * kWqes + seq;
-      const uint8_t* slot = dst.data() + id * kSlot;
+      const uint8_t* slot = dst + id * kSlot;
       const uint32_t len = payload_len(qp, seq);
-      const uint8_t* expect = src.data() + payload_src_off(qp, seq);
+      const uint8_t* expect = src + payload_src_off(qp, seq);
       uint32_t written = 0;
       switch (run.kinds[id]) {
         case 0:
@@ -212,22 +300,24 @@ static void run_protocol() {
   }
   CHECK(bad_slots == 0, "%llu destination slots hold wrong bytes", (unsigned long long)bad_slots);
   CHECK(bad_fetch == 0, "%llu fetch-add results are not the running sum", (unsigned long long)bad_fetch);
-  std::printf("protocol: %u QPs, %u producers, %u WQEs/QP: engine %llu WQEs, %llu CQEs, %llu bytes\n", kQps,
-              kProducers, kWqes, (unsigned long long)c.wqes, (unsigned long long)c.cqes, (unsigned long long)c.bytes);
+  std::printf("protocol (%s engine): %u QPs, %u producers, %u WQEs/QP: engine %llu WQEs, %llu CQEs, %llu bytes\n",
+              gpu ? "gpu" : "cpu", kQps, kProducers, kWqes, (unsigned long long)c.wqes, (unsigned long long)c.cqes, (unsigned long long)c.bytes);
 }
 
 // ---- error paths --------------------------------------------------------------------------------------
 // Posts `bad` (built by the lambda on a fresh QP) after one good signaled write, then one more good
 // WQE, and checks: good CQE, error CQE with `syndrome`, flush CQE, nothing written by bad or after.
 template <class Build>
-static void expect_error(sn::SoftNic& nic, const char* name, uint8_t syndrome, bool dc, Build build_bad,
+static void expect_error(TestEngine& engine, const char* name, uint8_t syndrome, bool dc, Build build_bad,
                          const sn::MemoryRegionHandle& src_mr, const sn::MemoryRegionHandle& dst_mr, uint8_t* dst) {
+  sn::SoftNic& nic = engine.nic;
   sn::QueueConfig qc;
   qc.sq_wqebbs = 64;
   qc.cq_entries = 64;
   qc.dc = dc;
-  const uint32_t qp = nic.create_qp(qc);
+  const uint32_t qp = nic.create_qp(engine.queues(qc));
   const uint32_t dct = dc ? nic.create_dct(0xdc0000 + qp) : 0;
+  engine.refresh();
   m::AddressVector av;
   av.dct_number = dct;
   av.dc_key = 0xdc0000 + qp;
@@ -263,55 +353,61 @@ static void expect_error(sn::SoftNic& nic, const char* name, uint8_t syndrome, b
     }
 }
 
-static void run_errors() {
+static void run_errors(bool gpu) {
   sn::SoftNic nic;
-  std::vector<uint8_t> src(4096, 0x5a), dst(4096, 0xee);
-  std::vector<uint64_t> ro(8, 0);
-  auto src_mr = nic.register_mr(src.data(), src.size(), sn::kAccessLocalWrite);
-  auto dst_mr = nic.register_mr(dst.data(), dst.size(), sn::kAccessRemoteWrite);
-  auto ro_mr = nic.register_mr(ro.data(), 64, 0);  // no remote access at all
-  sn::CpuEngine engine(nic, 1);
+  TestEngine engine(nic, gpu, 1);
+  Buffer src(engine.place(), 4096, 0x5a), dst(engine.place(), 4096, 0xee), ro(engine.place(), 64, 0);
+  auto src_mr = nic.register_mr(src.p, src.bytes, sn::kAccessLocalWrite);
+  auto dst_mr = nic.register_mr(dst.p, dst.bytes, sn::kAccessRemoteWrite);
+  auto ro_mr = nic.register_mr(ro.p, ro.bytes, 0);  // no remote access at all
   engine.start();
-  uint8_t* d = dst.data();
+  uint8_t* d = dst.p;
   using H = m::WqeHeader;
   using AV = const m::AddressVector*;
-  expect_error(nic, "bad lkey", m::kSyndromeLocalProt, false, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "bad lkey", m::kSyndromeLocalProt, false, [&](m::WqeImage& i, H h, AV av) {
     return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey ^ 0x1, 8, av);
   }, src_mr, dst_mr, d);
-  expect_error(nic, "bad rkey", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "bad rkey", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
     return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey + 0x100, src_mr.addr, src_mr.lkey, 8, av);
   }, src_mr, dst_mr, d);
-  expect_error(nic, "remote out of bounds", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "remote out of bounds", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
     return m::build_rdma_write(i, h, dst_mr.addr + 4090, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, av);
   }, src_mr, dst_mr, d);
-  expect_error(nic, "local out of bounds", m::kSyndromeLocalProt, false, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "local out of bounds", m::kSyndromeLocalProt, false, [&](m::WqeImage& i, H h, AV av) {
     return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr + 4000, src_mr.lkey, 200, av);
   }, src_mr, dst_mr, d);
-  expect_error(nic, "length too large", m::kSyndromeLocalLength, false, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "length too large", m::kSyndromeLocalLength, false, [&](m::WqeImage& i, H h, AV av) {
     return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, kMaxMessageBytesPlus1, av);
   }, src_mr, dst_mr, d);
-  expect_error(nic, "no remote write access", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "no remote write access", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
     return m::build_rdma_write(i, h, ro_mr.addr, ro_mr.rkey, src_mr.addr, src_mr.lkey, 8, av);
   }, src_mr, dst_mr, d);
-  expect_error(nic, "atomic without atomic access", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "atomic without atomic access", m::kSyndromeRemoteAccess, false, [&](m::WqeImage& i, H h, AV av) {
     return m::build_atomic_fetch_add(i, h, dst_mr.addr + 16, dst_mr.rkey, 1, src_mr.addr, src_mr.lkey, av);
   }, src_mr, dst_mr, d);
-  expect_error(nic, "malformed ds", m::kSyndromeLocalQpOp, false, [&](m::WqeImage& i, H h, AV av) {
+  // (ds 2, ctrl + raddr, is an empty write: run_empty_writes.)
+  expect_error(engine, "malformed ds (no raddr)", m::kSyndromeLocalQpOp, false, [&](m::WqeImage& i, H h, AV av) {
     const uint32_t ds = m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, av);
-    i.seg[0].w[1] = gicomm::to_be32((h.qpn << 8) | 2);  // claims 2 segments: no data segment
+    i.seg[0].w[1] = gicomm::to_be32((h.qpn << 8) | 1);  // claims the ctrl segment alone
     return ds;
   }, src_mr, dst_mr, d);
-  expect_error(nic, "unknown opcode", m::kSyndromeLocalQpOp, false, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "malformed ds (extra segment)", m::kSyndromeLocalQpOp, false, [&](m::WqeImage& i, H h, AV av) {
+    const uint32_t ds = m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, av);
+    i.seg[0].w[1] = gicomm::to_be32((h.qpn << 8) | 4);  // a segment after the data segment
+    i.seg[3] = m::Seg16{{0, 0, 0, 0}};
+    return ds + 1;
+  }, src_mr, dst_mr, d);
+  expect_error(engine, "unknown opcode", m::kSyndromeLocalQpOp, false, [&](m::WqeImage& i, H h, AV av) {
     const uint32_t ds = m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, av);
     m::set_ctrl_seg(i.seg[0], h.pi, 0x1f, 0, h.qpn, 0, 3, 0, 0);
     return ds;
   }, src_mr, dst_mr, d);
-  expect_error(nic, "DC bad key", m::kSyndromeRemoteAccess, true, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "DC bad key", m::kSyndromeRemoteAccess, true, [&](m::WqeImage& i, H h, AV av) {
     m::AddressVector wrong = *av;
     wrong.dc_key ^= 1;
     return m::build_rdma_write(i, h, dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8, &wrong);
   }, src_mr, dst_mr, d);
-  expect_error(nic, "DC extended AV, bad rkey", m::kSyndromeRemoteAccess, true, [&](m::WqeImage& i, H h, AV av) {
+  expect_error(engine, "DC extended AV, bad rkey", m::kSyndromeRemoteAccess, true, [&](m::WqeImage& i, H h, AV av) {
     m::AddressVector ext = *av;
     ext.extended = true;
     return m::build_rdma_write(i, h, dst_mr.addr + 16, 0x12345, src_mr.addr, src_mr.lkey, 8, &ext);
@@ -321,7 +417,8 @@ static void run_errors() {
     sn::QueueConfig qc;
     qc.sq_wqebbs = 64;
     qc.cq_entries = 64;
-    const uint32_t qp = nic.create_qp(qc);
+    const uint32_t qp = nic.create_qp(engine.queues(qc));
+    engine.refresh();
     m::HostSq sq(nic.sq(qp));
     m::HostCq cq(nic.cq(qp));
     m::WqeImage img;
@@ -342,7 +439,8 @@ static void run_errors() {
     sn::QueueConfig qc;
     qc.sq_wqebbs = 64;
     qc.collapsed_cq = true;
-    const uint32_t qp = nic.create_qp(qc);
+    const uint32_t qp = nic.create_qp(engine.queues(qc));
+    engine.refresh();
     m::HostSq sq(nic.sq(qp));
     m::WqeImage img;
     for (int k = 0; k < 10; ++k)
@@ -360,10 +458,11 @@ static void run_errors() {
   }
   engine.stop();
   const sn::Counters c = engine.counters();
-  CHECK(c.errors == 12 && c.flushes == 11, "engine counted %llu errors and %llu flushes, expected 12 and 11",
+  CHECK(c.errors == 13 && c.flushes == 12, "engine counted %llu errors and %llu flushes, expected 13 and 12",
         (unsigned long long)c.errors, (unsigned long long)c.flushes);
   CHECK(c.stale_retries > 0, "the overtaken doorbell was not retried");
-  std::printf("errors: %llu error CQEs, %llu flushes, %llu stale retries\n", (unsigned long long)c.errors,
+  std::printf("errors (%s engine): %llu error CQEs, %llu flushes, %llu stale retries\n", gpu ? "gpu" : "cpu",
+              (unsigned long long)c.errors,
               (unsigned long long)c.flushes, (unsigned long long)c.stale_retries);
 }
 
@@ -371,17 +470,19 @@ static void run_errors() {
 // does on the GPU (m::frontier_of_cqe for the frontier, m::completion_target for what to wait for)
 // must end exactly when the last of a batch of 1..4-WQEBB WQEs (inline writes up to kMaxInlineRc
 // bytes) is complete, never report a frontier past the producer, and never move backwards.
-static void run_multi_wqebb_frontier() {
+static void run_multi_wqebb_frontier(bool gpu) {
   sn::SoftNic nic;
-  std::vector<uint8_t> src(4096), dst(64 * kSlot, 0);
+  TestEngine engine(nic, gpu, 1);
+  std::vector<uint8_t> src(4096);
+  Buffer dst_buf(engine.place(), 64 * kSlot, 0);
+  uint8_t* dst = dst_buf.p;
   std::mt19937 rng(7);
   for (auto& b : src) b = static_cast<uint8_t>(rng());  // inline payloads: no source MR
-  auto dst_mr = nic.register_mr(dst.data(), dst.size(), sn::kAccessRemoteWrite);
+  auto dst_mr = nic.register_mr(dst, dst_buf.bytes, sn::kAccessRemoteWrite);
   sn::QueueConfig qc;
   qc.sq_wqebbs = 64;
   qc.collapsed_cq = true;
-  const uint32_t qp = nic.create_qp(qc);
-  sn::CpuEngine engine(nic, 1);
+  const uint32_t qp = nic.create_qp(engine.queues(qc));
   engine.start();
   m::HostSq sq(nic.sq(qp));
   const m::Cqe64* cqe = nic.cq(qp).buf;
@@ -422,7 +523,7 @@ static void run_multi_wqebb_frontier() {
       }
     }
     frontier = sq.pi();  // the newest WQE is complete, so everything before it is (in-order completion)
-    CHECK(std::memcmp(dst.data() + last_slot * kSlot, src.data() + last_off, last_len) == 0,
+    CHECK(std::memcmp(dst + last_slot * kSlot, src.data() + last_off, last_len) == 0,
           "round %d: the last %u-byte inline write did not land", round, last_len);
   }
   engine.stop();
@@ -438,11 +539,80 @@ static void run_multi_wqebb_frontier() {
               multi, multi_last, frontier, sq.pi());
 }
 
+// An empty RDMA write, pointer or inline, as rdma-core posts it (ctrl + raddr, ds 2: no data or
+// inline segment), completes with byte count 0, moves nothing and checks no rkey (IBA C9-88); the
+// writes around it land as usual.
+static void run_empty_writes(bool gpu) {
+  sn::SoftNic nic;
+  TestEngine engine(nic, gpu, 1);
+  Buffer src(engine.place(), 256, 0x5a), dst(engine.place(), 256, 0xee);
+  auto src_mr = nic.register_mr(src.p, src.bytes, 0);
+  auto dst_mr = nic.register_mr(dst.p, dst.bytes, sn::kAccessRemoteWrite);
+  sn::QueueConfig qc;
+  qc.sq_wqebbs = 64;
+  qc.cq_entries = 64;
+  const uint32_t qp = nic.create_qp(engine.queues(qc));
+  engine.start();
+  m::HostSq sq(nic.sq(qp));
+  m::HostCq cq(nic.cq(qp));
+  m::WqeImage img;
+  uint32_t expect[4];
+  uint32_t ds = m::build_rdma_write(img, sq.header(true), dst_mr.addr, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8);
+  expect[0] = sq.push(img, ds);
+  ds = m::build_rdma_write(img, sq.header(true), dst_mr.addr + 64, 0xbad00, src_mr.addr, src_mr.lkey, 0);
+  CHECK(ds == 2, "empty pointer write: ds %u", ds);
+  expect[1] = sq.push(img, ds);
+  ds = m::build_rdma_write_inline(img, sq.header(true), dst_mr.addr + 96, 0xbad00, src.p, 0);
+  CHECK(ds == 2, "empty inline write: ds %u", ds);
+  expect[2] = sq.push(img, ds);
+  ds = m::build_rdma_write(img, sq.header(true), dst_mr.addr + 16, dst_mr.rkey, src_mr.addr, src_mr.lkey, 8);
+  expect[3] = sq.push(img, ds);
+  sq.ring();
+  const uint32_t bytes[4] = {8, 0, 0, 8};
+  for (int k = 0; k < 4; ++k) {
+    m::CqeFields c;
+    if (wait_cqe(cq, &c, qp, expect[k]))
+      CHECK(c.opcode == m::kCqeReq && c.wqe_counter == expect[k] && c.byte_cnt == bytes[k],
+            "empty writes: CQE %d opcode %u syndrome 0x%x counter %u byte count %u, expected a good one for %u with %u",
+            k, c.opcode, c.syndrome, c.wqe_counter, c.byte_cnt, expect[k], bytes[k]);
+  }
+  engine.stop();
+  bool ok = true;
+  for (uint32_t b = 0; b < 256; ++b) ok = ok && dst.p[b] == ((b < 8 || (b >= 16 && b < 24)) ? 0x5a : 0xee);
+  CHECK(ok, "empty writes: the destination holds bytes the two 8-byte writes did not write");
+  const sn::Counters c = engine.counters();
+  CHECK(c.wqes == 4 && c.errors == 0 && c.bytes == 16, "empty writes: engine %llu WQEs, %llu errors, %llu bytes",
+        (unsigned long long)c.wqes, (unsigned long long)c.errors, (unsigned long long)c.bytes);
+}
+
 int main(int argc, char** argv) {
-  const bool errors_only = argc > 1 && std::string(argv[1]) == "--errors-only";
-  if (!errors_only) run_protocol();
-  if (!errors_only) run_multi_wqebb_frontier();
-  run_errors();
+  bool errors_only = false, gpu = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--errors-only") {
+      errors_only = true;
+    } else if (a == "--engine" && i + 1 < argc && (std::string(argv[i + 1]) == "cpu" || std::string(argv[i + 1]) == "gpu")) {
+      gpu = std::string(argv[++i]) == "gpu";
+    } else {
+      std::fprintf(stderr, "usage: %s [--errors-only] [--engine cpu|gpu]; unknown argument '%s'\n", argv[0], a.c_str());
+      return 2;
+    }
+  }
+  if (gpu) {
+#if defined(GICOMM_TEST_GPU_ENGINE)
+    if (!sn::cuda_available()) {
+      std::printf("SKIP: --engine gpu: no GPU visible\n");
+      return 77;
+    }
+#else
+    std::printf("SKIP: --engine gpu: built without CUDA\n");
+    return 77;
+#endif
+  }
+  if (!errors_only) run_protocol(gpu);
+  if (!errors_only) run_multi_wqebb_frontier(gpu);
+  run_empty_writes(gpu);
+  run_errors(gpu);
   if (failures.load()) {
     std::fprintf(stderr, "FAILED (%d checks)\n", failures.load());
     return 1;

@@ -12,6 +12,7 @@
 #include "gicomm/order.cuh"
 #include "gicomm/softnic/core.h"
 #include "gicomm/softnic/gpu_engine.h"
+#include "gicomm/softnic/warp_plan.h"
 
 namespace gicomm::softnic {
 
@@ -25,13 +26,12 @@ void check(cudaError_t e, const char* what) {
 
 __device__ __forceinline__ uint4 load_cv(const uint8_t* p) { return __ldcv(reinterpret_cast<const uint4*>(p)); }
 
-// Payload source words. A pointer payload lives in another GPU's (or host) memory that its producer
-// rewrites between operations: every load bypasses the caches (a cached line would be stale; a
-// plain byte loop once returned old bytes for lengths not a multiple of 8), and reads whole aligned
-// 8-byte words (one NVLink round trip each, not one per byte; an aligned word never crosses a page,
-// so it stays in mapped memory). An inline payload is the engine's own copy of the WQE (local
-// memory, where ld.global.cv is not allowed at all); its data sits at 4 mod 8 after the segment's
-// byte count.
+// Payload source words of the serial path (one lane). A pointer payload lives in another GPU's (or
+// host) memory that its producer rewrites between operations: every load bypasses the caches (a
+// cached line would be stale), and reads whole aligned 8-byte words (an aligned word never crosses
+// a page, so it stays in mapped memory). An inline payload is the serial path's own copy of the WQE
+// (local memory, where ld.global.cv is not allowed at all); its data sits at 4 mod 8 after the
+// segment's byte count.
 __device__ __forceinline__ unsigned long long load_src_u64(const uint8_t* p, bool global) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   if (!global) {
@@ -46,18 +46,18 @@ __device__ __forceinline__ unsigned long long load_src_u64(const uint8_t* p, boo
   return shift == 0 ? lo : (lo >> shift) | (__ldcv(w + 1) << (64 - shift));
 }
 
+// Memory of the serial path (service_one_wqe on lane 0: stale retries, errors, flushes).
 struct GpuMem {
   __device__ void copy(void* dst, const void* src, uint32_t n) {
     uint8_t* d = static_cast<uint8_t*>(dst);
     const uint8_t* s = static_cast<const uint8_t*>(src);
     const bool global = __isGlobal(s) != 0;
     uint32_t i = 0;
-    // Whole 8-byte stores wherever the destination is aligned: the payload write crosses NVLink,
-    // and byte stores would cost one transaction each.
+    // Whole 8-byte stores wherever the destination is aligned: byte stores across NVLink would
+    // cost one transaction each.
     if ((reinterpret_cast<uintptr_t>(d) & 7) == 0) {
       if (global) {
-        // Four loads in flight before their stores: a pointer payload costs a round trip per
-        // four words, not per word.
+        // Four loads in flight before their stores.
         for (; i + 32 <= n; i += 32) {
           unsigned long long w[4];
 #pragma unroll
@@ -78,8 +78,10 @@ struct GpuMem {
       for (uint32_t k = a & 7; k < 8 && i < n; ++k, ++i) d[i] = static_cast<uint8_t>(w >> (8 * k));
     }
   }
-  __device__ uint64_t fetch_add(uint64_t* p, uint64_t add) {
-    return atomicAdd_system(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(add));
+  __device__ void fetch_add(uint64_t* p, uint64_t add, void* old) {
+    const unsigned long long v =
+        atomicAdd_system(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(add));
+    copy(old, &v, 8);
   }
   __device__ void read_wqebb(Seg16* dst, const uint8_t* src) {
     for (int i = 0; i < 4; ++i) {
@@ -90,11 +92,98 @@ struct GpuMem {
   __device__ void acquire() { order::fence_acq_rel_sys(); }
   __device__ void publish_cqe(Cqe64* dst, const Cqe64& body, uint32_t tail) {
     for (int i = 0; i < 15; ++i) dst->w[i] = body.w[i];
-    // The release store orders the body, and everything this lane has observed (the chunk's payload
-    // writes, through the warp barrier before it), before the owner/counter word.
+    // The release store orders the body, and everything this lane has observed (the pass's payload
+    // writes by every lane, through the warp barrier before it), before the owner/counter word.
     order::st_release_sys_u32(&dst->w[15], tail);
   }
 };
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+// Shared memory of one engine warp.
+struct WarpScratch {
+  // The pass's WQEBBs: the WQE images execute_wqe checks, and the source of inline payloads. The
+  // tail keeps a whole WqeImage at the last lane inside the array.
+  Seg16 window[kWindowSegs];
+  CopyDesc copies[kWarpLanes];      // an epoch's copies and their block prefix (shared copies)
+  uint32_t inclusive[kWarpLanes];
+};
+constexpr size_t kScratchBytes = sizeof(WarpScratch);
+
+// Memory of the warp's shared copies (warp_plan.h's Io).
+struct WarpCopyIo {
+  __device__ Bytes16 load16(uint64_t chunk, bool global) {
+    // A pointer payload: bypass the caches (see load_src_u64). An inline one: the shared window.
+    const uint4 v = global ? __ldcv(reinterpret_cast<const uint4*>(chunk)) : *reinterpret_cast<const uint4*>(chunk);
+    return Bytes16{{v.x, v.y, v.z, v.w}};
+  }
+  __device__ void store16(uint64_t a, const Bytes16& v) {
+    *reinterpret_cast<uint4*>(a) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+  }
+  __device__ void store(uint64_t a, uint64_t v, uint32_t size) {
+    switch (size) {
+      case 8: *reinterpret_cast<unsigned long long*>(a) = v; break;
+      case 4: *reinterpret_cast<uint32_t*>(a) = static_cast<uint32_t>(v); break;
+      case 2: *reinterpret_cast<uint16_t*>(a) = static_cast<uint16_t>(v); break;
+      default: *reinterpret_cast<uint8_t*>(a) = static_cast<uint8_t>(v); break;
+    }
+  }
+};
+
+// Moves the payloads of the copy lanes `lanes` (each lane's own `mine`) with the whole warp. Called
+// by all 32 lanes. Payloads of at most one 16-byte block each (the 8-byte writes) are moved by
+// their own lanes at once; otherwise every block of every copy is dealt out to the lanes,
+// kBlocksPerLane in flight per lane, so one 4 KiB payload costs one memory round trip.
+__device__ void warp_copy(WarpScratch& ws, uint32_t lanes, const CopyDesc& mine, uint32_t lane) {
+  const bool active = ((lanes >> lane) & 1u) != 0;
+  const uint32_t blocks = active ? copy_block_count(mine) : 0u;
+  WarpCopyIo io;
+  if (__all_sync(kFullWarp, blocks <= 1)) {
+    copy_blocks<1>(io, [&](int, BlockPlan* p) {
+      if (blocks == 0) return false;
+      *p = plan_copy_block(mine, 0);
+      return true;
+    });
+    return;
+  }
+  uint32_t inclusive = blocks;
+#pragma unroll
+  for (uint32_t off = 1; off < kWarpLanes; off <<= 1) {
+    const uint32_t v = __shfl_up_sync(kFullWarp, inclusive, off);
+    if (lane >= off) inclusive += v;
+  }
+  ws.copies[lane] = active ? mine : CopyDesc{};
+  ws.inclusive[lane] = inclusive;
+  __syncwarp();
+  const uint32_t rounds = copy_rounds(ws.inclusive[kWarpLanes - 1]);
+  for (uint32_t r = 0; r < rounds; ++r) copy_round(io, ws.copies, ws.inclusive, r, lane);
+  __syncwarp();  // ws.copies is rewritten by the next epoch
+}
+
+// Performs the recorded effects of the pass's WQEs `remaining`: copies together, each atomic after
+// every write before it (put-with-signal: the signal must not overtake the data) and atomics in WQE
+// order (a fetch-add returns the running sum, as a NIC executes a QP's atomics in order). Uniform.
+__device__ void run_effects(WarpScratch& ws, uint32_t remaining, uint32_t copy_lanes, uint32_t atomic_lanes,
+                            const EffectRecorder& rec, uint32_t lane, GpuMem& mem) {
+  bool unfenced = false;
+  while (remaining != 0) {
+    const Epoch e = next_epoch(remaining, copy_lanes, atomic_lanes);
+    if (e.copies != 0) {
+      warp_copy(ws, e.copies, rec.move, lane);
+      unfenced = true;
+    }
+    if (e.atomic < kWarpLanes) {
+      __syncwarp();  // every lane's copy stores before the atomic lane's fence (cumulative)
+      if (lane == e.atomic) {
+        if (unfenced) order::fence_acq_rel_sys();
+        mem.fetch_add(rec.remote, rec.add, rec.old);
+      }
+      unfenced = false;
+      __syncwarp();
+    }
+    remaining = e.remaining;
+  }
+}
 
 struct KernelArgs {
   QpState* qps;
@@ -108,73 +197,93 @@ struct KernelArgs {
   unsigned long long budget_ns;  // watchdog: each warp ends this long after it started
 };
 
-// One chunk of the QP's doorbell window, processed by the whole warp. Returns WQEs executed.
-__device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr) {
-  const int lane = threadIdx.x & 31;
+// One pass over the QP's doorbell window by the whole warp (see warp_plan.h). Returns WQEs executed.
+__device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
+                                  WarpScratch& ws) {
+  const uint32_t lane = threadIdx.x & 31;
   GpuMem mem;
-  const uint32_t ci = q.ci;
-  const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
-  const uint32_t chunk = avail < 32 ? avail : 32;
-  WqeImage img;
-  bool ok = false;
-  ExecResult r;
-  if (!q.error && lane < static_cast<int>(chunk)) {
-    mem.read_wqebb(&img.seg[0], wqebb_ptr(q.sq.buf, q.sq.wqe_cnt, ci + lane));
-    const CtrlFields c = decode_ctrl(img.seg[0]);
-    ok = c.wqe_index == static_cast<uint16_t>(ci + lane) && c.qpn == q.sq.qpn && c.ds >= 1 && c.ds <= 4;
-    if (ok) {
-      r = execute_wqe<false>(tables, img, q.dc != 0, mem);
-      ok = r.syndrome == 0;
-    }
-  }
-  const unsigned good = __ballot_sync(0xffffffffu, ok);
-  const uint32_t prefix = (~good == 0u) ? 32u : static_cast<uint32_t>(__ffs(~good) - 1);
-  if (prefix == 0) {
-    // Irregular WQE at the head: the serial path (retries, multi-WQEBB, errors, flushes).
+  if (q.error) {
+    // A QP in error flushes every WQE: the serial path, one per pass.
     if (lane == 0) service_one_wqe(q, tables, mem, ctr);
     __syncwarp();
     return 1;
   }
-  const bool mine = lane < static_cast<int>(prefix);
-  if (mine) r = execute_wqe<true>(tables, img, q.dc != 0, mem);
-  // Payload before any CQE of the chunk: the warp barrier orders the lanes' writes before the
-  // CQE writer's system-scope release store (cumulativity), without a fence per lane.
-  __syncwarp();
-  const unsigned signaled = __ballot_sync(0xffffffffu, mine && r.signaled);
-  const uint32_t nsig = __popc(signaled);
-  if (nsig != 0) {
-    if (q.cq.collapsed) {
-      // A collapsed CQ keeps only the newest CQE: write the last signaled one.
-      const int last = 31 - __clz(signaled);
-      if (lane == last) {
-        QpState local = q;
-        local.cq_pi = q.cq_pi + nsig - 1;
-        Counters dummy;
-        complete_wqe(local, static_cast<uint16_t>(ci + lane), r, mem, dummy);
-      }
-    } else if (mine && r.signaled) {
-      QpState local = q;
-      local.cq_pi = q.cq_pi + __popc(signaled & ((1u << lane) - 1));
-      Counters dummy;
-      complete_wqe(local, static_cast<uint16_t>(ci + lane), r, mem, dummy);
+  const uint32_t ci = q.ci;
+  const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
+  const uint32_t n_read = window_reads(avail, q.sq.wqe_cnt);
+  // 1. The window, segment-striped: each load instruction of the warp reads 512 consecutive bytes
+  //    of the ring (a WQEBB per lane would touch 32 half-used sectors per instruction).
+#pragma unroll
+  for (uint32_t k = 0; k < 4; ++k) {
+    const uint32_t s = k * kWarpLanes + lane;
+    if (s / 4 < n_read) {
+      const uint4 v = load_cv(wqebb_ptr(q.sq.buf, q.sq.wqe_cnt, ci + s / 4) + 16 * (s % 4));
+      reinterpret_cast<uint4*>(ws.window)[s] = v;
     }
   }
-  // Counters: lane 0 collects the chunk totals.
+  __syncwarp();
+  // 2. Which lanes start a WQE.
+  bool ctrl_ok = false;
+  uint32_t nbb = 1;
+  if (lane < n_read) {
+    const CtrlFields c = decode_ctrl(ws.window[4 * lane]);
+    ctrl_ok = c.wqe_index == static_cast<uint16_t>(ci + lane) && c.qpn == q.sq.qpn && c.ds >= 1 && c.ds <= kMaxDs;
+    nbb = ctrl_ok ? wqebbs_of_ds(c.ds) : 1u;
+  }
+  const uint32_t ok_lanes = __ballot_sync(kFullWarp, ctrl_ok);
+  const NbbPlanes planes{__ballot_sync(kFullWarp, ((nbb - 1) & 1u) != 0),
+                         __ballot_sync(kFullWarp, ((nbb - 1) & 2u) != 0)};
+  const WindowPlan plan = plan_window_planes(ok_lanes, planes, n_read, avail);
+  // 3. Every start lane checks its WQE and records its effect.
+  const bool start = ((plan.starts >> lane) & 1u) != 0;
+  EffectRecorder rec;
+  ExecResult r;
+  bool good = false;
+  if (start) {
+    r = execute_wqe<true>(tables, *reinterpret_cast<const WqeImage*>(&ws.window[4 * lane]), q.dc != 0, rec);
+    good = r.syndrome == 0 && rec.calls <= 1;
+  }
+  const Prefix pre = executable_prefix(plan, __ballot_sync(kFullWarp, good));
+  if (pre.starts == 0) {
+    // Irregular WQE at the head: the serial path (stale retries, errors).
+    if (lane == 0) service_one_wqe(q, tables, mem, ctr);
+    __syncwarp();
+    return 1;
+  }
+  const bool mine = ((pre.starts >> lane) & 1u) != 0;
+  // 4. The effects. Payload before any CQE of the pass: the warp barrier below orders every
+  //    lane's writes before the CQE writers' system-scope release stores (cumulativity).
+  const uint32_t copy_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kCopy && rec.move.len != 0);
+  const uint32_t atomic_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kFetchAdd);
+  run_effects(ws, pre.starts, copy_lanes, atomic_lanes, rec, lane, mem);
+  __syncwarp();
+  // 5. CQEs, then the QP's state and the counters (lane 0).
+  const uint32_t signaled = __ballot_sync(kFullWarp, mine && r.signaled);
+  const CqeSlot slot = cqe_slot(lane, signaled, q.cq_pi, q.cq.collapsed);
+  if (slot.write) {
+    QpState local = q;
+    local.cq_pi = slot.cq_pi;
+    Counters unused;
+    complete_wqe(local, static_cast<uint16_t>(ci + lane), r, mem, unused);
+  }
   unsigned long long bytes = mine ? r.byte_cnt : 0;
-  for (int off = 16; off > 0; off >>= 1) bytes += __shfl_down_sync(0xffffffffu, bytes, off);
+  for (int off = 16; off > 0; off >>= 1) bytes += __shfl_down_sync(kFullWarp, bytes, off);
+  const uint32_t nsig = popcount32(signaled), nwqes = popcount32(pre.starts);
   __syncwarp();
   if (lane == 0) {
-    q.ci = ci + prefix;
+    q.ci = ci + pre.consumed;
     q.cq_pi += nsig;
-    ctr.wqes += prefix;
+    ctr.wqes += nwqes;
     ctr.cqes += nsig;
     ctr.bytes += bytes;
   }
   __syncwarp();
-  return prefix;
+  return nwqes;
 }
 
 __global__ void engine_kernel(KernelArgs a) {
+  extern __shared__ __align__(16) unsigned char engine_smem[];
+  WarpScratch& ws = reinterpret_cast<WarpScratch*>(engine_smem)[threadIdx.x >> 5];
   const int lane = threadIdx.x & 31;
   const uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   const uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
@@ -191,7 +300,7 @@ __global__ void engine_kernel(KernelArgs a) {
         stop = 1;
       }
     }
-    if (__shfl_sync(0xffffffffu, stop, 0)) break;
+    if (__shfl_sync(kFullWarp, stop, 0)) break;
     bool worked = false;
     for (uint32_t qi = warp; qi < a.num_qps; qi += nwarps) {
       QpState& q = a.qps[qi];
@@ -207,7 +316,7 @@ __global__ void engine_kernel(KernelArgs a) {
       for (uint32_t guard = 0; idx16_at_or_after(db_index, static_cast<uint16_t>(
                                                                *reinterpret_cast<volatile uint32_t*>(&q.ci)));
            ++guard) {
-        service_chunk(q, a.tables, db_index, ctr);
+        service_chunk(q, a.tables, db_index, ctr, ws);
         if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
       }
     }
@@ -252,6 +361,11 @@ void GpuEngine::start() {
   check(cudaSetDevice(cfg_.device), "cudaSetDevice(engine)");
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, cfg_.device), "cudaGetDeviceProperties");
+  if (cfg_.warps_per_block < 1 || cfg_.warps_per_block > 32)
+    throw std::invalid_argument("gpu engine: warps_per_block " + std::to_string(cfg_.warps_per_block) +
+                                " (allowed: 1..32, a block of at most 1024 threads)");
+  if (cfg_.blocks < 0) throw std::invalid_argument("gpu engine: blocks " + std::to_string(cfg_.blocks) +
+                                                   " (allowed: 0 = one per SM, or a positive count)");
   const int blocks = cfg_.blocks > 0 ? cfg_.blocks : prop.multiProcessorCount;
   total_warps_ = blocks * cfg_.warps_per_block;
   num_qps_ = nic_.num_qps();
@@ -294,7 +408,16 @@ void GpuEngine::start() {
   a.counters = static_cast<Counters*>(d_counters_);
   a.stop_relay = reinterpret_cast<volatile int*>(static_cast<char*>(d_counters_) + sizeof(Counters) * total_warps_);
   a.budget_ns = static_cast<unsigned long long>(cfg_.max_runtime_ms) * 1000000ull;
-  engine_kernel<<<blocks, 32 * cfg_.warps_per_block, 0, static_cast<cudaStream_t>(stream_)>>>(a);
+  cudaFuncAttributes fa{};
+  check(cudaFuncGetAttributes(&fa, engine_kernel), "cudaFuncGetAttributes(engine kernel)");
+  if (32 * cfg_.warps_per_block > fa.maxThreadsPerBlock)
+    throw std::invalid_argument("gpu engine: warps_per_block " + std::to_string(cfg_.warps_per_block) +
+                                " exceeds what the engine kernel can launch with its registers (" +
+                                std::to_string(fa.maxThreadsPerBlock / 32) + " warps per block)");
+  const size_t smem = kScratchBytes * static_cast<size_t>(cfg_.warps_per_block);
+  check(cudaFuncSetAttribute(engine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+        "cudaFuncSetAttribute(engine shared memory)");
+  engine_kernel<<<blocks, 32 * cfg_.warps_per_block, smem, static_cast<cudaStream_t>(stream_)>>>(a);
   check(cudaGetLastError(), "launch engine kernel");
   running_ = true;
   cudaSetDevice(saved);

@@ -119,4 +119,17 @@ void copy_to(MemoryPlace place, void* dst, const void* src, size_t bytes) {
 #endif
 }
 
+void copy_from(MemoryPlace place, void* dst, const void* src, size_t bytes) {
+  if (place.kind != MemoryPlace::Kind::device) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if defined(GICOMM_SOFTNIC_WITH_CUDA)
+  DeviceScope scope(place.device);
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+#else
+  no_cuda();
+#endif
+}
+
 }  // namespace gicomm::softnic

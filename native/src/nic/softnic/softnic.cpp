@@ -107,7 +107,10 @@ namespace {
 
 struct HostMem {
   void copy(void* dst, const void* src, uint32_t bytes) { std::memcpy(dst, src, bytes); }
-  uint64_t fetch_add(uint64_t* p, uint64_t add) { return __atomic_fetch_add(p, add, __ATOMIC_RELAXED); }
+  void fetch_add(uint64_t* p, uint64_t add, void* old) {
+    const uint64_t v = __atomic_fetch_add(p, add, __ATOMIC_RELAXED);
+    std::memcpy(old, &v, 8);
+  }
   void read_wqebb(Seg16* dst, const uint8_t* src) { std::memcpy(dst, src, kSendWqeBB); }
   void acquire() { std::atomic_thread_fence(std::memory_order_acquire); }
   void publish_cqe(Cqe64* dst, const Cqe64& body, uint32_t tail) {

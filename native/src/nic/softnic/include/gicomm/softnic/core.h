@@ -3,7 +3,11 @@
 //
 // An engine supplies a memory policy `Mem` with:
 //   void copy(void* dst, const void* src, uint32_t bytes)    payload move (remote <- local/inline)
-//   uint64_t fetch_add(uint64_t* remote, uint64_t add)        atomic on the remote word
+//   void fetch_add(uint64_t* remote, uint64_t add, void* old) atomic on the remote word; its old
+//                                                             value lands in `old` (8 bytes, local)
+// Each is called at most once per WQE, after the WQE passed every check, so an engine may also
+// record the calls and perform them later (the gpu engine does, to move a chunk's payloads with
+// the whole warp).
 #pragma once
 
 #include <cstdint>
@@ -128,7 +132,7 @@ GICOMM_HD ExecResult execute_wqe(const Tables& t, const mlx5::WqeImage& img, boo
     }
     n += extended ? 3 : 1;
   }
-  if (n + 2 > c.ds) {
+  if (n + 1 > c.ds) {
     r.syndrome = kSyndromeLocalQpOp;
     return r;
   }
@@ -136,6 +140,9 @@ GICOMM_HD ExecResult execute_wqe(const Tables& t, const mlx5::WqeImage& img, boo
   const uint64_t raddr = decode_raddr(img.seg[n], &rkey);
   ++n;
   if (c.opcode == kOpcodeRdmaWrite || c.opcode == kOpcodeRdmaWriteImm) {
+    // No data segment: an empty write, as rdma-core posts it (ctrl + raddr). Nothing moves, and
+    // InfiniBand does not check the rkey or address of a zero-length write (IBA C9-88).
+    if (n == c.ds) return r;
     const Seg16& d = img.seg[n];
     uint32_t length = 0;
     const void* src = nullptr;
@@ -195,10 +202,9 @@ GICOMM_HD ExecResult execute_wqe(const Tables& t, const mlx5::WqeImage& img, boo
       r.syndrome = kSyndromeRemoteAccess;
       return r;
     }
-    if (kPerform) {
-      const uint64_t old = mem.fetch_add(reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(raddr)), add);
-      mem.copy(reinterpret_cast<void*>(static_cast<uintptr_t>(laddr)), &old, 8);
-    }
+    if (kPerform)
+      mem.fetch_add(reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(raddr)), add,
+                    reinterpret_cast<void*>(static_cast<uintptr_t>(laddr)));
     r.byte_cnt = 8;
     return r;
   }

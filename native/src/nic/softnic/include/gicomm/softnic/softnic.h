@@ -61,6 +61,7 @@ void release(MemoryPlace place, void* p);
 // Zero (device: cudaMemset) and, for CQ buffers, mark every CQE invalid.
 void fill_bytes(MemoryPlace place, void* p, uint8_t value, size_t bytes);
 void copy_to(MemoryPlace place, void* dst, const void* src, size_t bytes);
+void copy_from(MemoryPlace place, void* dst, const void* src, size_t bytes);  // src lives in `place`
 bool cuda_available();
 
 struct QueueConfig {

@@ -1,0 +1,347 @@
+// How the gpu engine's warp divides one pass over a QP's send queue, __host__ __device__ so the CPU
+// tests run exactly the decisions the GPU makes (tests/softnic/test_warp_plan.cpp).
+//
+// A pass ("chunk") works on a window of up to kWindowWqebbs WQEBBs from the QP's consumer index:
+//   1. the warp reads the window (lane l's first segment is the would-be ctrl segment of WQEBB l);
+//   2. plan_window walks the WQEs from the head by their ds (1..kMaxWqeBBs WQEBBs each): which lanes
+//      start a WQE, and how far the whole WQEs in the window reach;
+//   3. every start lane checks its WQE (execute_wqe) and records its effect (a copy or an atomic);
+//      executable_prefix keeps the WQEs before the first one that failed its checks (that one goes
+//      to the serial path when it reaches the head, as today);
+//   4. effects: next_epoch splits the prefix at atomics, so an atomic takes effect after every
+//      write before it (put-with-signal) and atomics of a QP run in order; the copies of an epoch are
+//      cut into 16-byte destination blocks (plan_copy_block) that the 32 lanes share, several
+//      blocks in flight per lane (copy_blocks), whatever the payload sizes;
+//   5. CQEs: cqe_slot says which lane writes which CQE (each signaled WQE its own, in order; a
+//      collapsed CQ only the newest).
+#pragma once
+
+#include <cstdint>
+
+#include "gicomm/common/hd.h"
+#include "gicomm/mlx5/wqe.h"
+
+#if defined(__CUDA_ARCH__)  // the device pass; host compilers do not know the pragma
+#define GICOMM_UNROLL _Pragma("unroll")
+#else
+#define GICOMM_UNROLL
+#endif
+
+namespace gicomm::softnic {
+
+constexpr uint32_t kWarpLanes = 32;
+constexpr uint32_t kWindowWqebbs = kWarpLanes;  // one WQEBB per lane: WQE starts are lane masks
+static_assert(kWindowWqebbs >= mlx5::kMaxWqeBBs, "a window holds at least one whole WQE");
+// Segments of a window buffer: a WqeImage viewed at any lane stays inside it.
+constexpr uint32_t kWindowSegs = (kWindowWqebbs + mlx5::kMaxWqeBBs - 1) * 4;
+
+GICOMM_HD uint32_t lanes_below(uint32_t lane) { return lane >= 32 ? ~0u : (1u << lane) - 1u; }
+GICOMM_HD uint32_t lowest_lane(uint32_t mask) {  // 32 when mask == 0
+#if defined(__CUDA_ARCH__)
+  return mask == 0 ? 32u : static_cast<uint32_t>(__ffs(mask)) - 1u;
+#else
+  return mask == 0 ? 32u : static_cast<uint32_t>(__builtin_ctz(mask));
+#endif
+}
+GICOMM_HD uint32_t popcount32(uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint32_t>(__popc(v));
+#else
+  return static_cast<uint32_t>(__builtin_popcount(v));
+#endif
+}
+
+// WQEBBs to read for a pass: the doorbell covers WQEs starting at offsets < avail; the last of them
+// may reach kMaxWqeBBs - 1 WQEBBs further. Never more than the ring (a smaller ring would alias).
+GICOMM_HD uint32_t window_reads(uint32_t avail, uint32_t wqe_cnt) {
+  uint32_t n = avail + mlx5::kMaxWqeBBs - 1;
+  if (n > kWindowWqebbs) n = kWindowWqebbs;
+  if (n > wqe_cnt) n = wqe_cnt;
+  return n;
+}
+
+struct WindowPlan {
+  uint32_t starts;  // lane l starts a WQE
+  uint32_t end;     // WQEBBs from the head covered by those WQEs
+};
+
+// `ctrl_ok`: lanes whose first segment is a ctrl segment naming the expected WQE index and QP with a
+// ds of 1..kMaxDs; `nbb_of(l)`: the WQEBBs of that WQE. A WQE is taken when it starts at the head or
+// right after the previous one, starts before `avail` (the doorbell's last WQE) and lies wholly in
+// the `n_read` WQEBBs read. The walk stops at the first lane that is not a good ctrl segment: that
+// WQE (stale, malformed, or another pass's) is the next pass's head.
+template <class NbbOf>
+GICOMM_HD WindowPlan plan_window(uint32_t ctrl_ok, NbbOf nbb_of, uint32_t n_read, uint32_t avail) {
+  WindowPlan p{0, 0};
+  uint32_t s = 0;
+  while (s < n_read && s < avail && ((ctrl_ok >> s) & 1u)) {
+    const uint32_t e = s + nbb_of(s);
+    if (e > n_read) break;
+    p.starts |= 1u << s;
+    s = e;
+  }
+  p.end = s;
+  return p;
+}
+
+// The WQEBB count of lane l from two ballots of (nbb - 1)'s bits (kMaxWqeBBs <= 4).
+static_assert(mlx5::kMaxWqeBBs <= 4, "two bit-planes carry a WQE's WQEBB count");
+struct NbbPlanes {
+  uint32_t bit0, bit1;
+  GICOMM_HD uint32_t operator()(uint32_t l) const { return 1u + ((bit0 >> l) & 1u) + 2u * ((bit1 >> l) & 1u); }
+};
+
+// plan_window for WQEBB counts from ballots, with the common case first: when every good ctrl
+// segment is a one-WQEBB WQE the starts are the run of good lanes from the head (no walk).
+GICOMM_HD WindowPlan plan_window_planes(uint32_t ctrl_ok, const NbbPlanes& nbb, uint32_t n_read, uint32_t avail) {
+  if (((nbb.bit0 | nbb.bit1) & ctrl_ok) == 0) {
+    uint32_t end = lowest_lane(~ctrl_ok);
+    if (end > n_read) end = n_read;
+    if (end > avail) end = avail;
+    return WindowPlan{lanes_below(end), end};
+  }
+  return plan_window(ctrl_ok, nbb, n_read, avail);
+}
+
+struct Prefix {
+  uint32_t starts;    // WQEs executed in this pass (lane mask)
+  uint32_t consumed;  // WQEBBs the consumer index advances
+};
+
+// `good`: start lanes whose WQE passed its checks. Everything before the first start that did not
+// runs now; that one is left at the next pass's head (the serial path reports or retries it).
+GICOMM_HD Prefix executable_prefix(const WindowPlan& p, uint32_t good) {
+  const uint32_t bad = p.starts & ~good;
+  if (bad == 0) return Prefix{p.starts, p.end};
+  const uint32_t cut = lowest_lane(bad);
+  return Prefix{p.starts & lanes_below(cut), cut};
+}
+
+// ---- effects ----------------------------------------------------------------------------------------
+struct Epoch {
+  uint32_t copies;     // copy lanes to run now (together)
+  uint32_t atomic;     // then this lane's atomic (32: none)
+  uint32_t remaining;  // what is left after this epoch
+};
+
+// The next step over `remaining` (WQE lanes still to do): every copy before the first atomic, then
+// that atomic. Copies of one epoch may land in any order (as a NIC's packets of several writes may);
+// an atomic comes after every write before it and before every write after it.
+GICOMM_HD Epoch next_epoch(uint32_t remaining, uint32_t copy_lanes, uint32_t atomic_lanes) {
+  const uint32_t a = lowest_lane(atomic_lanes & remaining);
+  Epoch e;
+  e.copies = copy_lanes & remaining & lanes_below(a);
+  e.atomic = a;
+  e.remaining = a >= 31 ? 0u : remaining & ~lanes_below(a + 1);
+  return e;
+}
+
+// One payload move of a WQE (an RDMA write: local or inline -> remote; an RDMA read: remote -> local).
+struct CopyDesc {
+  uint64_t dst = 0;
+  uint64_t src = 0;
+  uint32_t len = 0;
+  uint32_t src_global = 0;  // 1: the source is global memory (loads bypass the caches); 0: the
+                            // engine's own copy of the WQE (shared memory: an inline payload)
+};
+
+// 16-byte destination blocks a copy touches (the unit the warp shares out).
+GICOMM_HD uint32_t copy_block_count(const CopyDesc& d) {
+  if (d.len == 0) return 0;
+  return static_cast<uint32_t>(((d.dst + d.len - 1) >> 4) - (d.dst >> 4) + 1);
+}
+
+// Block j of a copy: the aligned destination block, the valid bytes [lo, hi) in it, and the one or
+// two aligned 16-byte source chunks that hold those bytes. A chunk is loaded only when it holds a
+// byte of the copy, so no load leaves the pages (or the shared window) of the source range.
+struct BlockPlan {
+  uint64_t block;    // destination, 16-byte aligned
+  uint32_t lo, hi;   // valid destination bytes of the block
+  uint64_t chunk;    // first source chunk (16-byte aligned); the second is chunk + 16
+  uint32_t shift;    // source byte of destination byte i is byte (shift + i) of chunk:chunk+16
+  bool load_first, load_second;
+  bool src_global;
+};
+
+GICOMM_HD BlockPlan plan_copy_block(const CopyDesc& d, uint32_t j) {
+  BlockPlan b;
+  b.block = (d.dst & ~uint64_t(15)) + 16ull * j;
+  b.lo = j == 0 ? static_cast<uint32_t>(d.dst & 15) : 0u;
+  const uint64_t end = d.dst + d.len;
+  b.hi = b.block + 16 > end ? static_cast<uint32_t>(end - b.block) : 16u;
+  const uint64_t src_base = d.src + (b.block - d.dst);  // source address of block byte 0 (mod 2^64)
+  b.shift = static_cast<uint32_t>(src_base & 15);
+  b.chunk = src_base - b.shift;
+  b.load_first = b.lo < 16 - b.shift;
+  b.load_second = b.shift != 0 && b.hi > 16 - b.shift;
+  b.src_global = d.src_global != 0;
+  return b;
+}
+
+struct Bytes16 {
+  uint32_t w[4];  // little-endian words: byte k is byte k&3 of word k>>2
+};
+
+GICOMM_HD uint32_t pick8(const uint32_t (&w)[8], uint32_t i) {
+  // A chain of selects, not an indexed array: a run-time index would put `w` in local memory.
+  const uint32_t lo = (i & 2) ? ((i & 1) ? w[3] : w[2]) : ((i & 1) ? w[1] : w[0]);
+  const uint32_t hi = (i & 2) ? ((i & 1) ? w[7] : w[6]) : ((i & 1) ? w[5] : w[4]);
+  return (i & 4) ? hi : lo;
+}
+
+GICOMM_HD uint32_t funnel_right(uint32_t lo, uint32_t hi, uint32_t bits) {  // bits in 0..31
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_r(lo, hi, bits);
+#else
+  return static_cast<uint32_t>(((static_cast<uint64_t>(hi) << 32) | lo) >> bits);
+#endif
+}
+
+// The 16 destination bytes of a block from its source chunks a:b (bytes shift.. of a, then b).
+GICOMM_HD Bytes16 compose_block(const Bytes16& a, const Bytes16& b, uint32_t shift) {
+  const uint32_t w[8] = {a.w[0], a.w[1], a.w[2], a.w[3], b.w[0], b.w[1], b.w[2], b.w[3]};
+  const uint32_t q = shift >> 2, r = 8 * (shift & 3);
+  Bytes16 out;
+GICOMM_UNROLL
+  for (uint32_t i = 0; i < 4; ++i) {
+    const uint32_t lo = pick8(w, i + q);
+    out.w[i] = r == 0 ? lo : funnel_right(lo, pick8(w, i + q + 1), r);
+  }
+  return out;
+}
+
+// Stores the valid bytes [lo, hi) of a block: one 16-byte store when whole, else naturally aligned
+// pieces of 8, 4, 2, 1 bytes (a partial block never writes outside the copy).
+template <class Io>
+GICOMM_HD void store_block(Io& io, const BlockPlan& b, const Bytes16& v) {
+  if (b.lo == 0 && b.hi == 16) {
+    io.store16(b.block, v);
+    return;
+  }
+  uint32_t pos = b.lo;
+  while (pos < b.hi) {
+    uint32_t size = 8;
+    while (size > 1 && ((pos & (size - 1)) != 0 || pos + size > b.hi)) size >>= 1;
+    const uint32_t half = pos >> 3;
+    const uint64_t word = static_cast<uint64_t>(v.w[2 * half]) | (static_cast<uint64_t>(v.w[2 * half + 1]) << 32);
+    io.store(b.block + pos, word >> (8 * (pos & 7)), size);
+    pos += size;
+  }
+}
+
+// Copies up to kBlocks blocks with all their loads issued before any store (one memory round trip
+// for all of them, not one each). `block_at(j, &plan)` names the j-th block this lane moves now
+// (false: none). Io: Bytes16 load16(uint64_t chunk, bool global); void store16(uint64_t, const
+// Bytes16&); void store(uint64_t addr, uint64_t value, uint32_t size).
+template <int kBlocks, class Io, class BlockAt>
+GICOMM_HD void copy_blocks(Io& io, BlockAt block_at) {
+  BlockPlan p[kBlocks];
+  Bytes16 a[kBlocks], b[kBlocks];
+  bool live[kBlocks];
+GICOMM_UNROLL
+  for (int j = 0; j < kBlocks; ++j) {
+    live[j] = block_at(j, &p[j]);
+    a[j] = Bytes16{{0, 0, 0, 0}};
+    b[j] = Bytes16{{0, 0, 0, 0}};
+    if (live[j] && p[j].load_first) a[j] = io.load16(p[j].chunk, p[j].src_global);
+    if (live[j] && p[j].load_second) b[j] = io.load16(p[j].chunk + 16, p[j].src_global);
+  }
+GICOMM_UNROLL
+  for (int j = 0; j < kBlocks; ++j)
+    if (live[j]) store_block(io, p[j], compose_block(a[j], b[j], p[j].shift));
+}
+
+// Which copy owns unit u (< inclusive[31]) of an epoch: the first lane whose inclusive block prefix
+// exceeds u (`inclusive[32]`, non-decreasing). Five fixed steps without branches, so the searches
+// of a lane's blocks overlap. Invariant: every lane below k has inclusive[lane] <= u.
+GICOMM_HD uint32_t owner_of_block(const uint32_t* inclusive, uint32_t u) {
+  uint32_t k = 0;
+  GICOMM_UNROLL
+  for (uint32_t step = kWarpLanes / 2; step > 0; step >>= 1) k += inclusive[k + step - 1] <= u ? step : 0u;
+  return k;
+}
+
+// Blocks each lane moves per round of a shared copy: 32 lanes x 8 x 16 B = 4 KiB per round trip.
+constexpr int kBlocksPerLane = 8;
+
+// The blocks lane `lane` moves in round `round` of an epoch whose copies are `descs[32]` with block
+// prefix `inclusive[32]` (total = inclusive[31]): unit u = round * 32 * kBlocksPerLane + j * 32 +
+// lane, so each load instruction of the warp covers 32 consecutive blocks of a copy.
+template <class Io>
+GICOMM_HD void copy_round(Io& io, const CopyDesc* descs, const uint32_t* inclusive, uint32_t round, uint32_t lane) {
+  const uint32_t total = inclusive[kWarpLanes - 1];
+  const uint32_t base = round * kWarpLanes * kBlocksPerLane + lane;
+  copy_blocks<kBlocksPerLane>(io, [&](int j, BlockPlan* p) {
+    const uint32_t u = base + static_cast<uint32_t>(j) * kWarpLanes;
+    if (u >= total) return false;
+    const uint32_t k = owner_of_block(inclusive, u);
+    const uint32_t first = inclusive[k] - copy_block_count(descs[k]);
+    *p = plan_copy_block(descs[k], u - first);
+    return true;
+  });
+}
+
+GICOMM_HD uint32_t copy_rounds(uint32_t total_blocks) {
+  const uint32_t per_round = kWarpLanes * kBlocksPerLane;
+  return (total_blocks + per_round - 1) / per_round;
+}
+
+// What execute_wqe asks of memory for one WQE, recorded instead of done (a Mem for execute_wqe), so
+// the warp can perform the effects of a whole pass together. execute_wqe calls at most one effect,
+// after every check passed; `calls` > 1 would mean an opcode with several, which the engine leaves
+// to the serial path.
+struct EffectRecorder {
+  enum Kind : uint32_t { kNone = 0, kCopy = 1, kFetchAdd = 2 };
+  uint32_t kind = kNone;
+  uint32_t calls = 0;
+  CopyDesc move;             // kCopy
+  uint64_t* remote = nullptr;  // kFetchAdd: the remote word, the addend, where the old value goes
+  uint64_t add = 0;
+  void* old = nullptr;
+
+  GICOMM_HD void copy(void* dst, const void* src, uint32_t n) {
+    ++calls;
+    kind = kCopy;
+    move.dst = reinterpret_cast<uint64_t>(dst);
+    move.src = reinterpret_cast<uint64_t>(src);
+    move.len = n;
+#if defined(__CUDA_ARCH__)
+    move.src_global = __isGlobal(src) ? 1u : 0u;
+#else
+    move.src_global = 1;
+#endif
+  }
+  GICOMM_HD void fetch_add(uint64_t* p, uint64_t a, void* old_value) {
+    ++calls;
+    kind = kFetchAdd;
+    remote = p;
+    add = a;
+    old = old_value;
+  }
+};
+
+// ---- completions ------------------------------------------------------------------------------------
+struct CqeSlot {
+  bool write;       // this lane writes a CQE
+  uint32_t cq_pi;   // at this CQ producer index (unwrapped)
+};
+
+// Lane `lane` of a pass whose signaled WQEs are `signaled` (lane mask), the CQ at producer index
+// `cq_pi`: every signaled WQE gets the next CQE in WQE order; a collapsed CQ keeps only the newest,
+// so only the last signaled lane writes, at the index the newest would have.
+GICOMM_HD CqeSlot cqe_slot(uint32_t lane, uint32_t signaled, uint32_t cq_pi, bool collapsed) {
+  CqeSlot s{false, 0};
+  if (((signaled >> lane) & 1u) == 0) return s;
+  const uint32_t before = popcount32(signaled & lanes_below(lane));
+  if (collapsed) {
+    if ((signaled & ~lanes_below(lane + 1)) != 0) return s;  // a later signaled lane writes
+    s.write = true;
+    s.cq_pi = cq_pi + before;
+    return s;
+  }
+  s.write = true;
+  s.cq_pi = cq_pi + before;
+  return s;
+}
+
+}  // namespace gicomm::softnic
