@@ -99,6 +99,16 @@ struct TestEngine {
     qc.doorbells = place();
     return qc;
   }
+  // A QP of `sq_wqebbs` WQEBBs and as many CQEs (collapsed: one) that the engine serves from now on.
+  uint32_t new_qp(uint32_t sq_wqebbs, bool collapsed = false) {
+    sn::QueueConfig qc;
+    qc.sq_wqebbs = sq_wqebbs;
+    qc.cq_entries = sq_wqebbs;
+    qc.collapsed_cq = collapsed;
+    const uint32_t qp = nic.create_qp(queues(qc));
+    refresh();
+    return qp;
+  }
 };
 
 // A buffer in an engine's memory place, filled with `fill`.
@@ -414,11 +424,7 @@ static void run_errors(bool gpu) {
   }, src_mr, dst_mr, d);
   // A doorbell that overtakes its WQE: ring index 0 of a fresh QP without writing the WQE.
   {
-    sn::QueueConfig qc;
-    qc.sq_wqebbs = 64;
-    qc.cq_entries = 64;
-    const uint32_t qp = nic.create_qp(engine.queues(qc));
-    engine.refresh();
+    const uint32_t qp = engine.new_qp(64);
     m::HostSq sq(nic.sq(qp));
     m::HostCq cq(nic.cq(qp));
     m::WqeImage img;
@@ -436,11 +442,7 @@ static void run_errors(bool gpu) {
   }
   // Collapsed CQ: every CQE lands in entry 0; the consumer watches wqe_counter.
   {
-    sn::QueueConfig qc;
-    qc.sq_wqebbs = 64;
-    qc.collapsed_cq = true;
-    const uint32_t qp = nic.create_qp(engine.queues(qc));
-    engine.refresh();
+    const uint32_t qp = engine.new_qp(64, /*collapsed=*/true);
     m::HostSq sq(nic.sq(qp));
     m::WqeImage img;
     for (int k = 0; k < 10; ++k)
@@ -548,10 +550,7 @@ static void run_empty_writes(bool gpu) {
   Buffer src(engine.place(), 256, 0x5a), dst(engine.place(), 256, 0xee);
   auto src_mr = nic.register_mr(src.p, src.bytes, 0);
   auto dst_mr = nic.register_mr(dst.p, dst.bytes, sn::kAccessRemoteWrite);
-  sn::QueueConfig qc;
-  qc.sq_wqebbs = 64;
-  qc.cq_entries = 64;
-  const uint32_t qp = nic.create_qp(engine.queues(qc));
+  const uint32_t qp = engine.new_qp(64);
   engine.start();
   m::HostSq sq(nic.sq(qp));
   m::HostCq cq(nic.cq(qp));

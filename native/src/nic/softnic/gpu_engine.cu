@@ -100,6 +100,18 @@ struct GpuMem {
 
 constexpr unsigned kFullWarp = 0xffffffffu;
 
+// complete_wqe's memory in a pass: stores a CQE's body and keeps its tail (wqe_counter, owner),
+// which the lane publishes after the warp barrier that follows every payload (service_chunk, 5.).
+struct CqeBodyFirst {
+  Cqe64* dst = nullptr;
+  uint32_t tail = 0;
+  __device__ void publish_cqe(Cqe64* d, const Cqe64& body, uint32_t t) {
+    for (int i = 0; i < 15; ++i) d->w[i] = body.w[i];
+    dst = d;
+    tail = t;
+  }
+};
+
 // Shared memory of one engine warp.
 struct WarpScratch {
   // The pass's WQEBBs: the WQE images execute_wqe checks, and the source of inline payloads. The
@@ -173,7 +185,9 @@ __device__ void run_effects(WarpScratch& ws, uint32_t remaining, uint32_t copy_l
       unfenced = true;
     }
     if (e.atomic < kWarpLanes) {
-      __syncwarp();  // every lane's copy stores before the atomic lane's fence (cumulative)
+      // Every lane's copy stores before the atomic: the barrier makes them happen before the
+      // atomic lane's system-scope fence, which is cumulative over them (see service_chunk, 5.).
+      __syncwarp();
       if (lane == e.atomic) {
         if (unfenced) order::fence_acq_rel_sys();
         mem.fetch_add(rec.remote, rec.add, rec.old);
@@ -251,21 +265,28 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     return 1;
   }
   const bool mine = ((pre.starts >> lane) & 1u) != 0;
-  // 4. The effects. Payload before any CQE of the pass: the warp barrier below orders every
-  //    lane's writes before the CQE writers' system-scope release stores (cumulativity).
+  // 4. The effects.
   const uint32_t copy_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kCopy && rec.move.len != 0);
   const uint32_t atomic_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kFetchAdd);
   run_effects(ws, pre.starts, copy_lanes, atomic_lanes, rec, lane, mem);
-  __syncwarp();
-  // 5. CQEs, then the QP's state and the counters (lane 0).
+  // 5. CQEs, then the QP's state and the counters (lane 0). Every payload byte of the pass is
+  //    visible system-wide before any CQE of it is: the writers store their CQE bodies, the warp
+  //    barrier makes every lane's payload and body stores happen before what each writer does
+  //    after it, and each writer publishes its CQE's tail (wqe_counter, owner) with a system-scope
+  //    release store, which is cumulative over them (PTX memory model: a release orders what
+  //    happens before it, other threads' writes included). One fence, one round trip, covers the
+  //    payloads and the bodies.
   const uint32_t signaled = __ballot_sync(kFullWarp, mine && r.signaled);
   const CqeSlot slot = cqe_slot(lane, signaled, q.cq_pi, q.cq.collapsed);
+  CqeBodyFirst cqe;
   if (slot.write) {
     QpState local = q;
     local.cq_pi = slot.cq_pi;
     Counters unused;
-    complete_wqe(local, static_cast<uint16_t>(ci + lane), r, mem, unused);
+    complete_wqe(local, static_cast<uint16_t>(ci + lane), r, cqe, unused);
   }
+  __syncwarp();
+  if (slot.write) order::st_release_sys_u32(&cqe.dst->w[15], cqe.tail);
   unsigned long long bytes = mine ? r.byte_cnt : 0;
   for (int off = 16; off > 0; off >>= 1) bytes += __shfl_down_sync(kFullWarp, bytes, off);
   const uint32_t nsig = popcount32(signaled), nwqes = popcount32(pre.starts);
@@ -304,7 +325,10 @@ __global__ void engine_kernel(KernelArgs a) {
     bool worked = false;
     for (uint32_t qi = warp; qi < a.num_qps; qi += nwarps) {
       QpState& q = a.qps[qi];
-      const uint64_t db = order::ld_relaxed_sys_u64(q.sq.doorbell);
+      // One load, broadcast: every lane acts on the same doorbell value.
+      uint64_t db = 0;
+      if (lane == 0) db = order::ld_relaxed_sys_u64(q.sq.doorbell);
+      db = __shfl_sync(kFullWarp, db, 0);
       if (db == q.last_doorbell) continue;
       worked = true;
       __syncwarp();

@@ -106,30 +106,21 @@ void fill_bytes(MemoryPlace place, void* p, uint8_t value, size_t bytes) {
 #endif
 }
 
-void copy_to(MemoryPlace place, void* dst, const void* src, size_t bytes) {
+// A copy between the host and memory in `place` (cudaMemcpy's default direction: the pointers say).
+static void copy_with(MemoryPlace place, void* dst, const void* src, size_t bytes) {
   if (place.kind != MemoryPlace::Kind::device) {
     std::memcpy(dst, src, bytes);
     return;
   }
 #if defined(GICOMM_SOFTNIC_WITH_CUDA)
   DeviceScope scope(place.device);
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
 #else
   no_cuda();
 #endif
 }
 
-void copy_from(MemoryPlace place, void* dst, const void* src, size_t bytes) {
-  if (place.kind != MemoryPlace::Kind::device) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-#if defined(GICOMM_SOFTNIC_WITH_CUDA)
-  DeviceScope scope(place.device);
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-#else
-  no_cuda();
-#endif
-}
+void copy_to(MemoryPlace place, void* dst, const void* src, size_t bytes) { copy_with(place, dst, src, bytes); }
+void copy_from(MemoryPlace place, void* dst, const void* src, size_t bytes) { copy_with(place, dst, src, bytes); }
 
 }  // namespace gicomm::softnic

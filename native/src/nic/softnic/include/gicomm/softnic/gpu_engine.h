@@ -3,11 +3,16 @@
 // wherever the queues live (peer GPU memory over NVLink, or pinned host memory), executes them with
 // the same checks as the cpu engine (gicomm/softnic/core.h) and writes the CQEs back.
 //
-// One warp serves a QP at a time: it fetches up to 32 WQEBBs at once (one per lane), validates them
-// in parallel, executes the valid prefix in parallel, orders the payload writes (fence.acq_rel.sys)
-// and then writes the CQEs; anything irregular (a stale or multi-WQEBB WQE, an error, a QP in
-// error state) goes through the serial path shared with the cpu engine. Payload writes of one
-// chunk may land in any order (as packets of a real NIC may); completions are in order.
+// One warp serves a QP at a time, in passes over up to 32 WQEBBs of its doorbell window
+// (gicomm/softnic/warp_plan.h): the warp reads the window into shared memory with wide loads, finds
+// the WQE starts by their ds (1..4 WQEBBs: inline payloads up to 220 bytes, DC address vectors),
+// checks every WQE in parallel with the cpu engine's execute_wqe, and runs the WQEs before the first
+// one that fails: their payloads moved by the whole warp in 16-byte blocks (any size, any
+// alignment, a 4 KiB payload in one round trip), each atomic after the writes before it and in
+// order, then the CQEs (bodies, a fence, the tails). A stale, malformed or failing WQE at the head
+// goes through the serial path shared with the cpu engine (retries, error CQE, then flushes).
+// Payload writes of one pass may land in any order (as packets of a real NIC may); completions are
+// in order.
 //
 // Stoppable: stop() raises a flag in pinned memory; the kernel also ends by itself at a watchdog
 // deadline (max_runtime_ms) and reports that it did.

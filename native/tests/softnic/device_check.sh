@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The softnic gpu engine on a GPU machine, in one bounded call: build, the CPU tests of the warp
+# logic, every GPU check, and the engine's goals measured side by side with the engine it replaced.
+#
+#   bash native/tests/softnic/device_check.sh            (from the repository root)
+#
+# Expected: about 200 s on nvidia-h200 (one H200; 16 cores): the two builds in parallel ~90 s,
+# CPU tests ~5 s, GPU checks ~60 s, goal measurements ~20 s per engine. With two GPUs also the
+# peer placement (softnic-gpu), a little longer. Hard bound: every step has its own timeout and the
+# whole script stops starting steps after TOTAL_S (default 540) seconds.
+#
+# Writes under $OUT (default ./device-check-out), five files:
+#   summary.txt         the goals table (goals_table.py), then every step's exit status
+#   steps.tsv           step, exit status (124: timed out), seconds
+#   goals-after.jsonl   the measurements with this tree's engine (one JSON object per line)
+#   goals-before.jsonl  the same with the replaced engine (empty when no baseline was found)
+#   logs.tar.gz         every step's log, nvidia-smi clocks before and after
+# What to check: summary.txt says "all evaluated goals met"; every step in steps.tsv exited 0
+# (the GPU checks print "all checks passed"); the SM clock beside each figure.
+#
+# The replaced ("before") engine: the softnic sources of BASE (default c6ea099, the last commit
+# whose engine sent multi-WQEBB WQEs to a serial path and copied payloads with one lane), from
+# $GICOMM_BASELINE_TREE (a directory holding native/src/nic/softnic/ of that commit, e.g. made with
+# `git archive c6ea099 native/src/nic/softnic | tar -x -C DIR`) or from git when this checkout holds
+# BASE. Without either the before run is skipped and summary.txt says so.
+set -u
+
+OUT=${OUT:-$PWD/device-check-out}
+BASE=${BASE:-c6ea099}
+TOTAL_S=${TOTAL_S:-540}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p "$OUT"
+LOGS=$(mktemp -d)
+WORK=$(mktemp -d)
+STEPS=$OUT/steps.tsv
+printf 'step\texit\tseconds\n' > "$STEPS"
+START=$(date +%s)
+JOBS=$(nproc)
+
+# step NAME LIMIT_S CMD...: runs CMD with a timeout (never past the total bound), logs to NAME.log.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((TOTAL_S - ($(date +%s) - START)))
+  if [ "$left" -lt 10 ]; then
+    printf '%s\tskipped (total bound %ss reached)\t0\n' "$name" "$TOTAL_S" >> "$STEPS"
+    return 124
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0 rc
+  t0=$(date +%s)
+  timeout -k 10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  rc=$?
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$(($(date +%s) - t0))" >> "$STEPS"
+  echo "== $name: exit $rc ($(($(date +%s) - t0)) s)"
+  return $rc
+}
+
+nvidia-smi -q -d CLOCK > "$LOGS/clocks-before.txt" 2>&1
+nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,driver_version --format=csv > "$LOGS/gpus.txt" 2>&1
+
+# ---- builds: this tree, and the replaced engine beside it (in parallel) ---------------------------
+BASELINE=""
+if [ -n "${GICOMM_BASELINE_TREE:-}" ] && [ -f "$GICOMM_BASELINE_TREE/native/src/nic/softnic/gpu_engine.cu" ]; then
+  BASELINE=$GICOMM_BASELINE_TREE
+elif git rev-parse --verify -q "$BASE^{commit}" > /dev/null 2>&1; then
+  mkdir -p "$WORK/baseline"
+  git archive "$BASE" native/src/nic/softnic | tar -x -C "$WORK/baseline" && BASELINE=$WORK/baseline
+fi
+
+build_after() {
+  cmake -S native -B "$WORK/after" -DGICOMM_CUDA_ARCHS=90 &&
+    cmake --build "$WORK/after" -j "$JOBS" --target gicomm-gda-gpu-check gicomm-softnic-gpu-check \
+      gicomm-softnic-engine-goals test_softnic_protocol test_warp_plan &&
+    { cmake --build "$WORK/after" -j "$JOBS" --target test_mlx5_formats || echo "no rdma-core: test_mlx5_formats not built"; }
+}
+# The replaced engine: this tree with the softnic sources of BASE (all but its CMakeLists.txt, which
+# would drop the ceiling measurement); only the measurement program is built against it.
+build_before() {
+  mkdir -p "$WORK/before-src" && cp -a native "$WORK/before-src/" &&
+    rm -rf "$WORK/before-src/native/build" &&
+    (cd "$BASELINE/native/src/nic/softnic" && find . -type f ! -name CMakeLists.txt -print0 |
+      xargs -0 -I{} cp {} "$WORK/before-src/native/src/nic/softnic/{}") &&
+    cmake -S "$WORK/before-src/native" -B "$WORK/before" -DGICOMM_CUDA_ARCHS=90 &&
+    cmake --build "$WORK/before" -j "$JOBS" --target gicomm-softnic-engine-goals
+}
+JOBS=$((JOBS > 2 ? JOBS / 2 : 1))
+export WORK JOBS BASELINE
+export -f build_after build_before
+step build_after 300 bash -c build_after &
+PID_AFTER=$!
+PID_BEFORE=""
+if [ -n "$BASELINE" ]; then
+  step build_before 300 bash -c build_before &
+  PID_BEFORE=$!
+else
+  printf 'build_before\tskipped (no baseline: set GICOMM_BASELINE_TREE or run in a git checkout holding %s)\t0\n' \
+    "$BASE" >> "$STEPS"
+fi
+wait "$PID_AFTER"
+AFTER_OK=$?
+BEFORE_OK=1
+[ -n "$PID_BEFORE" ] && { wait "$PID_BEFORE"; BEFORE_OK=$?; }
+BIN=$WORK/after/bin
+
+# ---- tests and measurements --------------------------------------------------------------------
+: > "$OUT/goals-after.jsonl"
+: > "$OUT/goals-before.jsonl"
+if [ "$AFTER_OK" -eq 0 ]; then
+  step cpu_warp_plan 60 "$BIN/test_warp_plan"
+  step cpu_protocol 120 "$BIN/test_softnic_protocol"
+  [ -x "$BIN/test_mlx5_formats" ] && step cpu_mlx5_formats 60 "$BIN/test_mlx5_formats"
+  step gpu_engine_protocol_pinned 150 "$BIN/test_softnic_protocol" --engine gpu
+  step gpu_engine_check 180 "$BIN/gicomm-softnic-gpu-check"
+  step gda_gpu_protocol 240 "$BIN/gicomm-gda-gpu-check"
+  step goals_after 240 bash -c "'$BIN/gicomm-softnic-engine-goals' --label after > '$OUT/goals-after.jsonl'"
+fi
+if [ "$BEFORE_OK" -eq 0 ]; then
+  step goals_before 240 bash -c "'$WORK/before/bin/gicomm-softnic-engine-goals' --label before > '$OUT/goals-before.jsonl'"
+fi
+nvidia-smi -q -d CLOCK > "$LOGS/clocks-after.txt" 2>&1
+
+# ---- summary -----------------------------------------------------------------------------------
+{
+  echo "# softnic gpu engine device check ($(date -u +%FT%TZ), $(head -2 "$LOGS/gpus.txt" | tail -1))"
+  echo "# softnic numbers: the model NIC on the GPU, not a NIC; 'before' = the engine of $BASE"
+  [ -n "$BASELINE" ] || echo "# no before run: no baseline of $BASE (GICOMM_BASELINE_TREE unset, no git history here)"
+  if [ -s "$OUT/goals-before.jsonl" ]; then
+    python3 native/tests/softnic/goals_table.py "$OUT/goals-after.jsonl" "$OUT/goals-before.jsonl"
+  else
+    python3 native/tests/softnic/goals_table.py "$OUT/goals-after.jsonl"
+  fi
+  echo
+  echo "# steps (exit 124: timed out)"
+  cat "$STEPS"
+  for f in "$LOGS"/gpu_*.log "$LOGS"/gda_gpu_protocol.log "$LOGS"/cpu_*.log; do
+    [ -f "$f" ] && { echo "--- tail of $(basename "$f")"; tail -5 "$f"; }
+  done
+} > "$OUT/summary.txt" 2>&1
+cp "$STEPS" "$LOGS/"
+tar -czf "$OUT/logs.tar.gz" -C "$LOGS" . 2> /dev/null
+cat "$OUT/summary.txt"
+echo "total $(($(date +%s) - START)) s; results in $OUT"
+rm -rf "$WORK" "$LOGS"

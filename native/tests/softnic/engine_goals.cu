@@ -1,0 +1,418 @@
+// The gpu engine's goals, measured side by side in one run (softnic numbers: the model NIC, not a NIC):
+//   ceiling      the engine's own rate per WQE shape (gicomm/softnic/gpu_ceiling.h), 16 QPs;
+//   msg_rate     mini-gda's message rate on the same shapes: 16 QPs, one thread each, 16 WQEs per
+//                doorbell, GPU-scope fence, every WQE signaled into a collapsed CQ (the figure
+//                experiment's rate kernel), so ceiling / msg_rate says whether the model NIC bounds it;
+//   completion   one pointer write of 8 B .. 4 KiB, put + completion (quiet) by one thread, at most
+//                one outstanding, p50 of 2,000;
+//   warp_copy    a bare warp copy of the same bytes over the same memory path (16 B per lane,
+//                cache-bypassing loads from the producer GPU's memory, stores to it, then a
+//                system-scope fence), run on the engine's GPU, p50 of 2,000.
+// Placements: softnic-gpu-same (the engine on 16 SMs of GPU 0) always; softnic-gpu (engine on GPU 1)
+// when two GPUs see each other. Every kernel samples clock64 and %globaltimer: each figure carries
+// the SM clock it ran at. Output: one JSON object per line on stdout (and a readable line on
+// stderr). Usage: gicomm-softnic-engine-goals --label NAME [--quick]. Exit 0, 1 (a measurement
+// failed; the others still ran), 77 (no GPU).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gicomm/common/clock.cuh"
+#include "gicomm/gda/gda.cuh"
+#include "gicomm/gda/session.h"
+#include "gicomm/softnic/gpu_ceiling.h"
+#include "gicomm/softnic/peer_access.h"
+
+using namespace gicomm;
+using namespace gicomm::gda;
+
+namespace {
+
+#define CUDA_OR_THROW(x)                                                                                \
+  do {                                                                                                  \
+    cudaError_t e_ = (x);                                                                               \
+    if (e_ != cudaSuccess) throw std::runtime_error(std::string(#x) + ": " + cudaGetErrorString(e_)); \
+  } while (0)
+
+std::string g_label;
+int g_failures = 0;
+
+void emit(const std::string& placement, const std::string& measure, const std::string& shape, double value,
+          const char* unit, double mhz, const std::string& extra = "") {
+  std::printf("{\"label\": \"%s\", \"placement\": \"%s\", \"measure\": \"%s\", \"shape\": \"%s\", \"value\": %.4f, "
+              "\"unit\": \"%s\", \"sm_clock_mhz\": %.1f%s%s}\n",
+              g_label.c_str(), placement.c_str(), measure.c_str(), shape.c_str(), value, unit, mhz,
+              extra.empty() ? "" : ", ", extra.c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "[%s] %-16s %-11s %-16s %12.3f %-8s (SM clock %.0f MHz)\n", g_label.c_str(), placement.c_str(),
+               measure.c_str(), shape.c_str(), value, unit, mhz);
+}
+void emit_failure(const std::string& placement, const std::string& measure, const std::string& shape,
+                  const std::string& why) {
+  ++g_failures;
+  std::string clean = why;
+  std::replace(clean.begin(), clean.end(), '"', '\'');
+  std::printf("{\"label\": \"%s\", \"placement\": \"%s\", \"measure\": \"%s\", \"shape\": \"%s\", \"error\": \"%s\"}\n",
+              g_label.c_str(), placement.c_str(), measure.c_str(), shape.c_str(), clean.c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "[%s] %-16s %-11s %-16s FAILED: %s\n", g_label.c_str(), placement.c_str(), measure.c_str(),
+               shape.c_str(), why.c_str());
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Shape {
+  bool inl;
+  uint32_t bytes;
+  std::string name() const { return softnic::describe(softnic::CeilingShape{inl, bytes}); }
+};
+
+struct Placement {
+  std::string name;
+  int engine_device;
+  int engine_blocks;
+};
+
+// ---- mini-gda: message rate and one op ----------------------------------------------------------------
+constexpr uint32_t kQps = 16, kBatch = 16;
+
+struct Target {
+  uint64_t dst, src;
+  uint32_t rkey, lkey;
+  uint32_t slot, slots;  // slot bytes; destination slots (wrapping)
+};
+
+__device__ __forceinline__ PutOp op_of(const Target& t, uint64_t slot, uint32_t bytes, bool inl, uint64_t value) {
+  PutOp op{};
+  op.raddr = t.dst + (slot % t.slots) * t.slot;
+  op.rkey = t.rkey;
+  op.laddr = t.src + (slot % 64) * t.slot;
+  op.lkey = t.lkey;
+  op.length = bytes;
+  op.inline_data = inl;
+  op.value = value;
+  return op;
+}
+
+// One thread per QP, `ops` puts, a doorbell every kBatch, then quiet. Block 0 samples the clock.
+__global__ void rate_kernel(Context ctx, Target t, uint32_t bytes, bool inl, uint32_t ops, ClockSample* clock) {
+  const uint32_t q = blockIdx.x;
+  const ClockSample c0 = clock_sample();
+  ThreadQp tq(&ctx.qps[q]);
+  for (uint32_t j = 0; j < ops; ++j) {
+    const uint64_t slot = uint64_t(q) * 7919u + j;
+    if (!tq.put<order::GpuFence>(ctx, op_of(t, slot, bytes, inl, slot), j % kBatch == kBatch - 1 || j + 1 == ops))
+      return;
+  }
+  if (tq.quiet(ctx)) tq.flush();
+  if (q == 0) {
+    clock[0] = c0;
+    clock[1] = clock_sample();
+  }
+}
+
+// One op at a time on QP 0: put + quiet, timed in SM cycles; the payload's first 8 bytes change
+// before every op (as the one-op experiments do).
+__global__ void one_op_kernel(Context ctx, Target t, uint32_t bytes, bool inl, int warmup, int iters,
+                              long long* cycles, ClockSample* clock) {
+  ThreadQp tq(&ctx.qps[0]);
+  const ClockSample c0 = clock_sample();
+  for (int i = -warmup; i < iters; ++i) {
+    const uint64_t value = 0x1000 + static_cast<uint64_t>(i + warmup);
+    const PutOp op = op_of(t, static_cast<uint64_t>(i + warmup), bytes, inl, value);
+    if (!inl || bytes > 8) *reinterpret_cast<volatile uint64_t*>(op.laddr) = value;
+    const long long t0 = clock64();
+    if (!tq.put<order::GpuFence>(ctx, op, true)) break;
+    if (!tq.quiet(ctx)) break;
+    const long long t1 = clock64();
+    if (i >= 0) cycles[i] = t1 - t0;
+  }
+  tq.flush();
+  clock[0] = c0;
+  clock[1] = clock_sample();
+}
+
+// The bare reference: one warp moves `bytes` (a multiple of 512) from src to dst, 16 B per lane per
+// load, every load of a pass in flight before its stores, then a system-scope fence (the stores
+// have landed, as the engine needs before it writes a CQE).
+__global__ void warp_copy_kernel(const uint8_t* src, uint8_t* dst, uint32_t bytes, int warmup, int iters,
+                                 long long* cycles, ClockSample* clock) {
+  const uint32_t lane = threadIdx.x;
+  const ClockSample c0 = clock_sample();
+  for (int i = -warmup; i < iters; ++i) {
+    __syncwarp();
+    const long long t0 = clock64();
+    for (uint32_t base = 0; base < bytes; base += 32 * 16 * 8) {
+      uint4 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t off = base + (k * 32 + lane) * 16;
+        v[k] = off < bytes ? __ldcv(reinterpret_cast<const uint4*>(src + off)) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t off = base + (k * 32 + lane) * 16;
+        if (off < bytes) *reinterpret_cast<uint4*>(dst + off) = v[k];
+      }
+    }
+    __threadfence_system();
+    __syncwarp();
+    const long long t1 = clock64();
+    if (i >= 0 && lane == 0) cycles[i] = t1 - t0;
+    spin_cycles(2000);
+  }
+  if (lane == 0) {
+    clock[0] = c0;
+    clock[1] = clock_sample();
+  }
+}
+
+struct DeviceMem {
+  int dev;
+  void* p = nullptr;
+  DeviceMem(int d, size_t n) : dev(d) {
+    CUDA_OR_THROW(cudaSetDevice(dev));
+    CUDA_OR_THROW(cudaMalloc(&p, n));
+  }
+  ~DeviceMem() {
+    cudaSetDevice(dev);
+    cudaFree(p);
+  }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
+// Runs `launch` on `s`, waits (bounded by the kernels' own timeouts), then fails on a kernel error
+// or a mini-gda error report.
+template <class Launch>
+float timed_ms(Session& session, cudaStream_t s, Launch launch) {
+  cudaEvent_t a, b;
+  CUDA_OR_THROW(cudaEventCreate(&a));
+  CUDA_OR_THROW(cudaEventCreate(&b));
+  CUDA_OR_THROW(cudaEventRecord(a, s));
+  launch();
+  CUDA_OR_THROW(cudaGetLastError());
+  CUDA_OR_THROW(cudaEventRecord(b, s));
+  CUDA_OR_THROW(cudaEventSynchronize(b));
+  float ms = 0;
+  CUDA_OR_THROW(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  const std::string err = session.take_error();
+  if (!err.empty()) throw std::runtime_error("mini-gda reported: " + err);
+  return ms;
+}
+
+void check_rate_cqes(Session& session, uint32_t nbb) {
+  const auto now = session.read_qps();
+  for (uint32_t i = 0; i < kQps; ++i) {
+    mlx5::Cqe64 cqe;
+    CUDA_OR_THROW(cudaMemcpy(&cqe, now[i].cqe, sizeof cqe, cudaMemcpyDefault));
+    const mlx5::CqeFields f = mlx5::decode_cqe(cqe);
+    const uint16_t want = static_cast<uint16_t>(now[i].resv_head - nbb);
+    if (f.opcode != mlx5::kCqeReq || f.wqe_counter != want || now[i].cons_head != now[i].resv_head)
+      throw std::runtime_error("QP " + std::to_string(i) + ": last CQE opcode " + std::to_string(f.opcode) +
+                               " counter " + std::to_string(f.wqe_counter) + " (expected " + std::to_string(want) +
+                               "), quiet at " + std::to_string(now[i].cons_head) + " of " +
+                               std::to_string(now[i].resv_head));
+  }
+}
+
+uint32_t wqebbs(const Shape& s) {
+  if (!s.inl || s.bytes == 8) return 1;
+  return mlx5::wqebbs_of_ds(2 + mlx5::inline_seg_ds(s.bytes));
+}
+
+void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const std::vector<uint32_t>& one_op_sizes,
+             bool quick) {
+  const uint32_t max_bytes = 4096;
+  const uint32_t slot = max_bytes, slots = 2048;
+  DeviceMem dst(0, size_t(slot) * slots), src(0, size_t(slot) * 64);
+  DeviceMem scratch(0, sizeof(long long) * 4096 + 4 * sizeof(ClockSample));
+  DeviceMem copy_dst(0, max_bytes);
+  CUDA_OR_THROW(cudaMemset(src.p, 0x5a, size_t(slot) * 64));
+  auto* cycles = static_cast<long long*>(scratch.p);
+  auto* clock = reinterpret_cast<ClockSample*>(cycles + 4096);
+  const int iters = quick ? 500 : 2000, warmup = 200;
+  std::vector<long long> host(iters);
+  softnic::enable_peer_access(0, pl.engine_device);
+  // The bare warp copy first: on two GPUs the engine takes every SM of GPU 1 once it runs.
+  for (uint32_t bytes : one_op_sizes) {
+    if (bytes % 512 != 0) continue;
+    const std::string shape = "pointer " + std::to_string(bytes) + " B";
+    try {
+      CUDA_OR_THROW(cudaSetDevice(pl.engine_device));
+      warp_copy_kernel<<<1, 32>>>(static_cast<const uint8_t*>(src.p), static_cast<uint8_t*>(copy_dst.p), bytes, warmup,
+                                  iters, cycles, clock);
+      CUDA_OR_THROW(cudaGetLastError());
+      CUDA_OR_THROW(cudaDeviceSynchronize());  // no engine runs yet
+      ClockSample clk[2];
+      CUDA_OR_THROW(cudaMemcpy(host.data(), cycles, sizeof(long long) * iters, cudaMemcpyDeviceToHost));
+      CUDA_OR_THROW(cudaMemcpy(clk, clock, sizeof clk, cudaMemcpyDeviceToHost));
+      const double mhz = sm_clock_mhz(clk[0], clk[1]);
+      std::vector<double> c(host.begin(), host.end());
+      const double p50 = median(c);
+      emit(pl.name, "warp_copy", shape, p50 * 1e3 / mhz, "ns", mhz,
+           "\"cycles_p50\": " + std::to_string(p50) + ", \"engine_device\": " + std::to_string(pl.engine_device));
+    } catch (const std::exception& e) {
+      emit_failure(pl.name, "warp_copy", shape, e.what());
+    }
+  }
+  SessionConfig sc;
+  sc.engine = "softnic-gpu";
+  sc.engine_device = pl.engine_device;
+  sc.engine_blocks = pl.engine_blocks;
+  sc.num_qps = kQps;
+  sc.sq_wqebbs = 1024;
+  sc.timeout_ms = 5000;
+  Session session(sc);
+  Target t;
+  {
+    const auto d = session.register_mr(dst.p, size_t(slot) * slots, softnic::kAccessRemoteWrite);
+    const auto s = session.register_mr(src.p, size_t(slot) * 64, 0);
+    t.dst = d.addr;
+    t.rkey = d.rkey;
+    t.src = s.addr;
+    t.lkey = s.lkey;
+  }
+  t.slot = slot;
+  t.slots = slots;
+  cudaStream_t s;
+  CUDA_OR_THROW(cudaSetDevice(0));
+  CUDA_OR_THROW(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  session.start_engine();
+  const Context ctx = session.context();
+  for (const Shape& sh : rate_shapes) {
+    try {
+      const uint32_t ops = quick ? 4000 : 20000;
+      CUDA_OR_THROW(cudaSetDevice(0));
+      timed_ms(session, s, [&] { rate_kernel<<<kQps, 1, 0, s>>>(ctx, t, sh.bytes, sh.inl, ops / 10, clock); });
+      check_rate_cqes(session, wqebbs(sh));
+      std::vector<double> rates, clocks;
+      for (int r = 0; r < 3; ++r) {
+        const float ms = timed_ms(session, s, [&] { rate_kernel<<<kQps, 1, 0, s>>>(ctx, t, sh.bytes, sh.inl, ops, clock); });
+        check_rate_cqes(session, wqebbs(sh));
+        ClockSample clk[2];
+        CUDA_OR_THROW(cudaMemcpyAsync(clk, clock, sizeof clk, cudaMemcpyDeviceToHost, s));
+        CUDA_OR_THROW(cudaStreamSynchronize(s));
+        rates.push_back(double(ops) * kQps / (double(ms) * 1e3));
+        clocks.push_back(sm_clock_mhz(clk[0], clk[1]));
+      }
+      emit(pl.name, "msg_rate", sh.name(), median(rates), "Mmsg/s", median(clocks),
+           "\"qps\": 16, \"batch\": 16, \"runs\": 3");
+    } catch (const std::exception& e) {
+      emit_failure(pl.name, "msg_rate", sh.name(), e.what());
+    }
+  }
+  for (uint32_t bytes : one_op_sizes) {
+    const std::string shape = "pointer " + std::to_string(bytes) + " B";
+    try {
+      CUDA_OR_THROW(cudaSetDevice(0));
+      timed_ms(session, s, [&] { one_op_kernel<<<1, 1, 0, s>>>(ctx, t, bytes, false, warmup, iters, cycles, clock); });
+      ClockSample clk[2];
+      CUDA_OR_THROW(cudaMemcpyAsync(host.data(), cycles, sizeof(long long) * iters, cudaMemcpyDeviceToHost, s));
+      CUDA_OR_THROW(cudaMemcpyAsync(clk, clock, sizeof clk, cudaMemcpyDeviceToHost, s));
+      CUDA_OR_THROW(cudaStreamSynchronize(s));
+      // The last op's payload landed whole.
+      std::vector<uint8_t> got(bytes), want(bytes);
+      const uint64_t last = uint64_t(warmup + iters - 1);
+      CUDA_OR_THROW(cudaMemcpyAsync(got.data(), static_cast<uint8_t*>(dst.p) + (last % slots) * slot, bytes,
+                                    cudaMemcpyDeviceToHost, s));
+      CUDA_OR_THROW(cudaMemcpyAsync(want.data(), static_cast<uint8_t*>(src.p) + (last % 64) * slot, bytes,
+                                    cudaMemcpyDeviceToHost, s));
+      CUDA_OR_THROW(cudaStreamSynchronize(s));
+      if (got != want) throw std::runtime_error("the last op's destination does not hold its payload");
+      const double mhz = sm_clock_mhz(clk[0], clk[1]);
+      std::vector<double> c(host.begin(), host.end());
+      const double p50 = median(c);
+      emit(pl.name, "completion", shape, p50 * 1e3 / mhz, "ns", mhz, "\"cycles_p50\": " + std::to_string(p50));
+    } catch (const std::exception& e) {
+      emit_failure(pl.name, "completion", shape, e.what());
+    }
+  }
+  session.stop_engine();
+  CUDA_OR_THROW(cudaStreamDestroy(s));
+}
+
+// The ceiling of each shape at `qps` QPs; measure "ceiling" at the rate kernels' 16 QPs, else
+// "ceiling@<qps>" (the one-WQEBB shapes at the QP counts of the archived engine ceilings).
+void run_ceilings(const Placement& pl, const std::vector<Shape>& shapes, uint32_t qps, bool quick) {
+  const std::string measure = qps == kQps ? "ceiling" : "ceiling@" + std::to_string(qps);
+  for (const Shape& sh : shapes) {
+    softnic::CeilingConfig c;
+    c.shape = softnic::CeilingShape{sh.inl, sh.bytes};
+    c.qps = qps;
+    const uint32_t nbb = wqebbs(sh);
+    // About 64 MiB of payload per round at most; at least 16 WQEs per QP.
+    const uint64_t by_bytes = (uint64_t(64) << 20) / (uint64_t(qps) * sh.bytes);
+    const uint32_t most = std::min<uint32_t>(qps > kQps ? 2048 : 4096, 32768 / nbb);
+    c.depth = static_cast<uint32_t>(std::clamp<uint64_t>(by_bytes, 16, most));
+    if (quick) c.depth = std::max<uint32_t>(16, c.depth / 4);
+    c.rounds = 3;
+    c.producer_device = 0;
+    c.engine_device = pl.engine_device;
+    c.engine_blocks = pl.engine_blocks;
+    c.timeout_ms = 10000;
+    try {
+      const softnic::CeilingResult r = softnic::measure_gpu_engine_ceiling(c);
+      emit(pl.name, measure, sh.name(), median(r.wqe_rate_mps), "MWQE/s", r.sm_clock_mhz,
+           "\"qps\": " + std::to_string(qps) + ", \"depth\": " + std::to_string(c.depth) + ", \"goodput_gbps\": " +
+               std::to_string(median(r.goodput_gbps)) + ", \"wqebbs\": " + std::to_string(r.wqebbs_per_wqe));
+    } catch (const std::exception& e) {
+      emit_failure(pl.name, measure, sh.name(), e.what());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--label" && i + 1 < argc) {
+      g_label = argv[++i];
+    } else if (a == "--quick") {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: %s --label NAME [--quick]; unknown argument '%s'\n", argv[0], a.c_str());
+      return 2;
+    }
+  }
+  if (g_label.empty()) {
+    std::fprintf(stderr, "usage: %s --label NAME [--quick]: --label is required\n", argv[0]);
+    return 2;
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::printf("SKIP: no GPU visible\n");
+    return 77;
+  }
+  std::vector<Placement> placements = {{"softnic-gpu-same", 0, 16}};
+  if (ndev >= 2 && softnic::try_enable_peer_access(0, 1)) placements.push_back({"softnic-gpu", 1, 0});
+  const std::vector<Shape> ceiling_shapes = {{true, 8},     {true, 32},     {true, 64},    {true, 128},
+                                             {true, 220},   {false, 8},     {false, 64},   {false, 256},
+                                             {false, 1024}, {false, 4096},  {false, 16384}, {false, 65536}};
+  const std::vector<Shape> rate_shapes = {{true, 8},  {true, 32},  {true, 64},   {true, 128},
+                                          {true, 220}, {false, 8}, {false, 256}, {false, 4096}};
+  const std::vector<uint32_t> one_op_sizes = {8, 512, 4096};
+  for (const Placement& pl : placements) {
+    try {
+      run_ceilings(pl, ceiling_shapes, kQps, quick);
+      for (uint32_t qps : {64u, 528u}) run_ceilings(pl, {{true, 8}, {false, 8}}, qps, quick);
+      run_gda(pl, rate_shapes, one_op_sizes, quick);
+    } catch (const std::exception& e) {
+      emit_failure(pl.name, "setup", "-", e.what());
+    }
+  }
+  return g_failures ? 1 : 0;
+}
