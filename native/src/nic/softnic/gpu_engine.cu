@@ -211,9 +211,31 @@ struct KernelArgs {
   unsigned long long budget_ns;  // watchdog: each warp ends this long after it started
 };
 
+// The next pass's window, loaded while this pass's CQEs are published: the CQE release waits one
+// memory round trip for the payload and CQE stores anyway, and the loads take the same trip.
+struct WindowPrefetch {
+  uint4 seg[4];  // lane's segments k * 32 + lane of the window
+  uint32_t ci;   // the window starts at this WQEBB
+  uint32_t n_read;
+  bool valid;
+};
+
+// Loads the segments of the window of `n_read` WQEBBs at `ci`, segment-striped: each load
+// instruction of the warp reads 512 consecutive bytes of the ring (a WQEBB per lane would touch 32
+// half-used sectors per instruction).
+__device__ __forceinline__ void load_window(const SqDesc& sq, uint32_t ci, uint32_t n_read, uint32_t lane,
+                                            uint4 (&seg)[4]) {
+#pragma unroll
+  for (uint32_t k = 0; k < 4; ++k) {
+    const uint32_t s = k * kWarpLanes + lane;
+    if (s / 4 < n_read) seg[k] = load_cv(wqebb_ptr(sq.buf, sq.wqe_cnt, ci + s / 4) + 16 * (s % 4));
+  }
+}
+
 // One pass over the QP's doorbell window by the whole warp (see warp_plan.h). Returns WQEs executed.
+// `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
 __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
-                                  WarpScratch& ws) {
+                                  WarpScratch& ws, WindowPrefetch& pf) {
   const uint32_t lane = threadIdx.x & 31;
   GpuMem mem;
   if (q.error) {
@@ -225,15 +247,13 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   const uint32_t ci = q.ci;
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
   const uint32_t n_read = window_reads(avail, q.sq.wqe_cnt);
-  // 1. The window, segment-striped: each load instruction of the warp reads 512 consecutive bytes
-  //    of the ring (a WQEBB per lane would touch 32 half-used sectors per instruction).
+  // 1. The window into shared memory (prefetched by the previous pass when it could be).
+  if (!(pf.valid && pf.ci == ci && pf.n_read == n_read)) load_window(q.sq, ci, n_read, lane, pf.seg);
+  pf.valid = false;
 #pragma unroll
   for (uint32_t k = 0; k < 4; ++k) {
     const uint32_t s = k * kWarpLanes + lane;
-    if (s / 4 < n_read) {
-      const uint4 v = load_cv(wqebb_ptr(q.sq.buf, q.sq.wqe_cnt, ci + s / 4) + 16 * (s % 4));
-      reinterpret_cast<uint4*>(ws.window)[s] = v;
-    }
+    if (s / 4 < n_read) reinterpret_cast<uint4*>(ws.window)[s] = pf.seg[k];
   }
   __syncwarp();
   // 2. Which lanes start a WQE.
@@ -269,6 +289,16 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   const uint32_t copy_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kCopy && rec.move.len != 0);
   const uint32_t atomic_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kFetchAdd);
   run_effects(ws, pre.starts, copy_lanes, atomic_lanes, rec, lane, mem);
+  // The next window of this doorbell, if any, while the CQEs below wait for their round trip. The
+  // WQEs in it were rung before the doorbell this pass serves was read, like the ones read above;
+  // a producer reuses none of its slots before their CQEs.
+  const uint32_t next = ci + pre.consumed;
+  if (idx16_at_or_after(db_index, static_cast<uint16_t>(next))) {
+    pf.ci = next;
+    pf.n_read = window_reads(static_cast<uint16_t>(db_index - static_cast<uint16_t>(next)) + 1u, q.sq.wqe_cnt);
+    load_window(q.sq, next, pf.n_read, lane, pf.seg);
+    pf.valid = true;
+  }
   // 5. CQEs, then the QP's state and the counters (lane 0). Every payload byte of the pass is
   //    visible system-wide before any CQE of it is: the writers store their CQE bodies, the warp
   //    barrier makes every lane's payload and body stores happen before what each writer does
@@ -337,10 +367,12 @@ __global__ void engine_kernel(KernelArgs a) {
       if (doorbell_qpn(db) != q.sq.qpn) continue;
       const uint16_t db_index = doorbell_wqe_index(db);
       // Drain everything up to the doorbell's WQE before moving to the next QP.
+      WindowPrefetch pf;
+      pf.valid = false;
       for (uint32_t guard = 0; idx16_at_or_after(db_index, static_cast<uint16_t>(
                                                                *reinterpret_cast<volatile uint32_t*>(&q.ci)));
            ++guard) {
-        service_chunk(q, a.tables, db_index, ctr, ws);
+        service_chunk(q, a.tables, db_index, ctr, ws, pf);
         if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
       }
     }

@@ -9,8 +9,10 @@
 // checks every WQE in parallel with the cpu engine's execute_wqe, and runs the WQEs before the first
 // one that fails: their payloads moved by the whole warp in 16-byte blocks (any size, any
 // alignment, a 4 KiB payload in one round trip), each atomic after the writes before it and in
-// order, then the CQEs (bodies, a fence, the tails). A stale, malformed or failing WQE at the head
-// goes through the serial path shared with the cpu engine (retries, error CQE, then flushes).
+// order, then the CQEs (bodies, the warp barrier, each tail with a release); the next window of
+// the same doorbell is loaded while those CQEs wait for their round trip. A stale, malformed or
+// failing WQE at the head goes through the serial path shared with the cpu engine (retries, error
+// CQE, then flushes).
 // Payload writes of one pass may land in any order (as packets of a real NIC may); completions are
 // in order.
 //
