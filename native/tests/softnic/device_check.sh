@@ -20,9 +20,11 @@
 #
 # The replaced ("before") engine: the softnic sources of BASE (default c6ea099, the last commit
 # whose engine sent multi-WQEBB WQEs to a serial path and copied payloads with one lane), from
-# $GICOMM_BASELINE_TREE (a directory holding native/src/nic/softnic/ of that commit, e.g. made with
-# `git archive c6ea099 native/src/nic/softnic | tar -x -C DIR`) or from git when this checkout holds
-# BASE. Without either the before run is skipped and summary.txt says so.
+# $GICOMM_BASELINE_TREE (default ./.device-baseline: a directory holding native/src/nic/softnic/ of
+# that commit, made before the call with
+#   mkdir -p .device-baseline && git archive c6ea099 native/src/nic/softnic | tar -x -C .device-baseline
+# an untracked directory that travels with the working tree), else from git when this checkout
+# holds BASE. Without either the before run is skipped and summary.txt says so.
 set -u
 
 OUT=${OUT:-$PWD/device-check-out}
@@ -61,8 +63,9 @@ nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,driver_version --forma
 
 # ---- builds: this tree, and the replaced engine beside it (in parallel) ---------------------------
 BASELINE=""
-if [ -n "${GICOMM_BASELINE_TREE:-}" ] && [ -f "$GICOMM_BASELINE_TREE/native/src/nic/softnic/gpu_engine.cu" ]; then
-  BASELINE=$GICOMM_BASELINE_TREE
+GICOMM_BASELINE_TREE=${GICOMM_BASELINE_TREE:-$PWD/.device-baseline}
+if [ -f "$GICOMM_BASELINE_TREE/native/src/nic/softnic/gpu_engine.cu" ]; then
+  BASELINE=$(cd "$GICOMM_BASELINE_TREE" && pwd)
 elif git rev-parse --verify -q "$BASE^{commit}" > /dev/null 2>&1; then
   mkdir -p "$WORK/baseline"
   git archive "$BASE" native/src/nic/softnic | tar -x -C "$WORK/baseline" && BASELINE=$WORK/baseline
@@ -94,8 +97,8 @@ if [ -n "$BASELINE" ]; then
   step build_before 300 bash -c build_before &
   PID_BEFORE=$!
 else
-  printf 'build_before\tskipped (no baseline: set GICOMM_BASELINE_TREE or run in a git checkout holding %s)\t0\n' \
-    "$BASE" >> "$STEPS"
+  printf 'build_before\tskipped (no baseline in %s, no git history holding %s)\t0\n' \
+    "$GICOMM_BASELINE_TREE" "$BASE" >> "$STEPS"
 fi
 wait "$PID_AFTER"
 AFTER_OK=$?
@@ -124,7 +127,7 @@ nvidia-smi -q -d CLOCK > "$LOGS/clocks-after.txt" 2>&1
 {
   echo "# softnic gpu engine device check ($(date -u +%FT%TZ), $(head -2 "$LOGS/gpus.txt" | tail -1))"
   echo "# softnic numbers: the model NIC on the GPU, not a NIC; 'before' = the engine of $BASE"
-  [ -n "$BASELINE" ] || echo "# no before run: no baseline of $BASE (GICOMM_BASELINE_TREE unset, no git history here)"
+  [ -n "$BASELINE" ] || echo "# no before run: no baseline of $BASE in $GICOMM_BASELINE_TREE and no git history here"
   if [ -s "$OUT/goals-before.jsonl" ]; then
     python3 native/tests/softnic/goals_table.py "$OUT/goals-after.jsonl" "$OUT/goals-before.jsonl"
   else
