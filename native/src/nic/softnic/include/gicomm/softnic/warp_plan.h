@@ -235,9 +235,9 @@ GICOMM_HD void store_block(Io& io, const BlockPlan& b, const Bytes16& v) {
 // Bytes16&); void store(uint64_t addr, uint64_t value, uint32_t size).
 template <int kBlocks, class Io, class BlockAt>
 GICOMM_HD void copy_blocks(Io& io, BlockAt block_at) {
-  BlockPlan p[kBlocks];
+  BlockPlan p[kBlocks] = {};
   Bytes16 a[kBlocks], b[kBlocks];
-  bool live[kBlocks];
+  bool live[kBlocks] = {};
 GICOMM_UNROLL
   for (int j = 0; j < kBlocks; ++j) {
     live[j] = block_at(j, &p[j]);
