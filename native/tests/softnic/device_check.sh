@@ -119,7 +119,9 @@ if [ "$AFTER_OK" -eq 0 ]; then
   step goals_after 240 bash -c "'$BIN/gicomm-softnic-engine-goals' --label after > '$OUT/goals-after.jsonl'"
 fi
 if [ "$BEFORE_OK" -eq 0 ]; then
-  step goals_before 240 bash -c "'$WORK/before/bin/gicomm-softnic-engine-goals' --label before > '$OUT/goals-before.jsonl'"
+  # The replaced engine predates the engine's own eager-loading default: without it its first
+  # kernels, loaded lazily while the same-GPU engine runs, wait for the engine's watchdog.
+  step goals_before 240 env CUDA_MODULE_LOADING=EAGER bash -c "'$WORK/before/bin/gicomm-softnic-engine-goals' --label before > '$OUT/goals-before.jsonl'"
 fi
 nvidia-smi -q -d CLOCK > "$LOGS/clocks-after.txt" 2>&1
 

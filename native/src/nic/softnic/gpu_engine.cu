@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,16 @@ namespace gicomm::softnic {
 using namespace gicomm::mlx5;
 
 namespace {
+
+// CUDA loads modules lazily by default, and loading a kernel can need the context to be idle: a
+// kernel first launched while the persistent engine runs in the same context (the engine on
+// reserved SMs of the producer's GPU) then waits for the engine to end, i.e. for its watchdog.
+// Every process that links the engine loads its modules at start-up instead, unless the user chose
+// a loading mode explicitly (start() refuses LAZY for a same-GPU engine, naming the variable).
+const bool eager_module_loading = [] {
+  setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0);
+  return true;
+}();
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("gpu engine: ") + what + ": " + cudaGetErrorString(e));
@@ -422,6 +433,11 @@ void GpuEngine::start() {
                                 " (allowed: 1..32, a block of at most 1024 threads)");
   if (cfg_.blocks < 0) throw std::invalid_argument("gpu engine: blocks " + std::to_string(cfg_.blocks) +
                                                    " (allowed: 0 = one per SM, or a positive count)");
+  const char* loading = std::getenv("CUDA_MODULE_LOADING");
+  if (eager_module_loading && loading && std::strcmp(loading, "LAZY") == 0 && cfg_.device == saved)
+    throw std::runtime_error(
+        "gpu engine: CUDA_MODULE_LOADING=LAZY with the engine on the producer's GPU: a kernel first launched "
+        "while the engine runs would wait for the engine to end; unset it or set EAGER");
   const int blocks = cfg_.blocks > 0 ? cfg_.blocks : prop.multiProcessorCount;
   total_warps_ = blocks * cfg_.warps_per_block;
   num_qps_ = nic_.num_qps();
