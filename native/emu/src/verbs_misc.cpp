@@ -110,6 +110,9 @@ enum ibv_rate mbps_to_ibv_rate(int mbps) {
 
 const char* ibv_get_sysfs_path(void) { return "/sys"; }
 
+// Tells a program which rdma-core answers (gicomm/mlx5dev/devx.h rdma_provider() looks for it).
+const char* gicomm_emu_provider(void) { return kFwVersion; }
+
 int ibv_read_sysfs_file(const char* dir, const char* file, char*, size_t) {
   fail(ENOENT, "ibv_read_sysfs_file", std::string(dir ? dir : "") + "/" + (file ? file : ""),
        "the emulated devices have no sysfs entries");
