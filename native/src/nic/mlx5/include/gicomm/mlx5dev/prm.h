@@ -23,7 +23,6 @@
 #define GICOMM_PRM_FIELDS(F, D)                                  \
   /* command headers (every *_in starts with opcode/uid/op_mod, every *_out with status/syndrome) */ \
   F(query_hca_cap_in, opcode, 0x0, 16)                           \
-  F(query_hca_cap_in, uid, 0x10, 16)                             \
   F(query_hca_cap_in, op_mod, 0x30, 16)                          \
   F(query_hca_cap_in, other_function, 0x40, 1)                   \
   F(query_hca_cap_out, status, 0x0, 8)                           \
