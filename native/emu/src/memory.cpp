@@ -53,15 +53,10 @@ struct Driver {
 const Driver* driver() {
   static std::mutex mu;
   static Driver d;
-  static bool tried = false;
   std::lock_guard<std::mutex> lock(mu);
   if (d.ok) return &d;
-  if (tried) {
-    // Retry: the application may have loaded CUDA since the last classification.
-    tried = false;
-  }
+  // Asked again on every classification until found: the application may load CUDA later.
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  tried = true;
   if (lib == nullptr) return nullptr;
   auto sym = [&](auto& fn, const char* name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
@@ -176,6 +171,13 @@ bool classify(const void* p, size_t n, Loc* out, std::string* why) {
       }
       out->place = Place::device;
       out->device = ordinal;
+      // Set up the device's stream and staging buffer now, in the registering thread, rather than
+      // in the engine while the application's kernels run.
+      std::lock_guard<std::mutex> lock(g_dev_mu);
+      if (channel(ordinal) == nullptr) {
+        *why = "GPU " + std::to_string(ordinal) + " memory, but no copy channel to it: " + g_last_error;
+        return false;
+      }
       return true;
     }
   }

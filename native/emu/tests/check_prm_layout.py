@@ -47,7 +47,10 @@ def pick_package() -> str:
         not_run("apt-cache is not available to find a linux-headers-*-common package")
     out = subprocess.run(
         ["apt-cache", "search", "--names-only", r"^linux-headers-.*-common$"],
-        capture_output=True, text=True, check=False, timeout=120,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     ).stdout
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
     if not names:
@@ -65,8 +68,14 @@ def fetch_headers(pkg: str, cache: Path) -> Path:
     if not debs:
         if shutil.which("apt-get") is None:
             not_run("apt-get is not available to download " + pkg)
-        r = subprocess.run(["apt-get", "download", pkg], cwd=cache, capture_output=True, text=True,
-                           check=False, timeout=600)
+        r = subprocess.run(
+            ["apt-get", "download", pkg],
+            cwd=cache,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
         debs = sorted(cache.glob(f"{pkg}_*.deb"))
         if r.returncode != 0 or not debs:
             not_run(f"apt-get download {pkg} failed: {(r.stderr or r.stdout).strip()[-300:]}")
@@ -75,17 +84,22 @@ def fetch_headers(pkg: str, cache: Path) -> Path:
     tar = subprocess.run(
         f"dpkg-deb --fsys-tarfile '{debs[-1]}' | tar -x -C '{root}' --wildcards "
         + " ".join(f"'{m}'" for m in members),
-        shell=True, capture_output=True, text=True, check=False, timeout=300,
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
     ifc = next(iter(root.rglob("mlx5_ifc.h")), None)
     if tar.returncode != 0 or ifc is None:
-        not_run(f"{debs[-1].name} has no include/linux/mlx5/mlx5_ifc.h ({tar.stderr.strip()[-200:]})")
+        why = tar.stderr.strip()[-200:]
+        not_run(f"{debs[-1].name} has no include/linux/mlx5/mlx5_ifc.h ({why})")
     return ifc.parent.parent.parent
 
 
 def struct_layout(src: str, name: str) -> list[tuple[str, int, int]]:
     """Top-level members of struct mlx5_ifc_<name>_bits: (member, bit offset, bits)."""
-    m = re.search(r"struct mlx5_ifc_%s_bits \{(.*?)\n\};" % re.escape(name), src, re.S)
+    m = re.search(rf"struct mlx5_ifc_{re.escape(name)}_bits \{{(.*?)\n\}};", src, re.S)
     if m is None:
         raise KeyError(name)
     out, off = [], 0
@@ -107,7 +121,7 @@ def struct_layout(src: str, name: str) -> list[tuple[str, int, int]]:
 
 
 def max_union(src: str, name: str) -> int:
-    m = re.search(r"union mlx5_ifc_%s_bits \{(.*?)\n\};" % re.escape(name), src, re.S)
+    m = re.search(rf"union mlx5_ifc_{re.escape(name)}_bits \{{(.*?)\n\}};", src, re.S)
     best = 0
     for line in (m.group(1) if m else "").splitlines():
         a = re.match(r"\s*u8\s+\w+\[(0x[0-9a-fA-F]+|\d+)\];", line)
@@ -119,32 +133,15 @@ def max_union(src: str, name: str) -> int:
     return best
 
 
-SHIMS = """#include <stddef.h>
-#include <stdio.h>
-typedef unsigned char u8; typedef unsigned short u16; typedef unsigned int u32; typedef unsigned long long u64;
-typedef u16 __be16; typedef u32 __be32; typedef u64 __be64;
-#define BIT(n) (1UL << (n))
-#define BIT_ULL(n) (1ULL << (n))
-#define DECLARE_FLEX_ARRAY(T, name) struct { struct { } __empty_##name; T name[]; }
-#include "linux/mlx5/mlx5_ifc.h"
-static int bad = 0;
-#define FIELD(s, f, o, b) do { size_t off_ = offsetof(struct mlx5_ifc_##s##_bits, f); \\
-  size_t w_ = sizeof(((struct mlx5_ifc_##s##_bits *)0)->f); \\
-  if (off_ != (o) || w_ != (b)) { printf("MISMATCH field %s.%s: ours 0x%x/%u, kernel 0x%zx/%zu\\n", #s, #f, (o), (b), off_, w_); bad = 1; } } while (0)
-#define CONSTANT(k, v) do { if ((long long)(k) != (long long)(v)) { printf("MISMATCH const %s: ours 0x%x, kernel 0x%llx\\n", #k, (v), (long long)(k)); bad = 1; } } while (0)
-int main(void) {
-"""
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--table", required=True, help="the prm_table program (prints our table)")
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
     args = ap.parse_args()
-    table = subprocess.run([args.table], capture_output=True, text=True, check=True).stdout.split("\n")
-    rows = [line.split() for line in table if line.strip()]
-    cache = Path(os.environ.get("GICOMM_MLX5_IFC_CACHE")
-                 or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gicomm" / "mlx5_ifc")
+    table = subprocess.run([args.table], capture_output=True, text=True, check=True).stdout
+    rows = [line.split() for line in table.splitlines() if line.strip()]
+    xdg = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    cache = Path(os.environ.get("GICOMM_MLX5_IFC_CACHE") or xdg / "gicomm" / "mlx5_ifc")
     pkg = pick_package()
     include = fetch_headers(pkg, cache)
     ifc = (include / "linux/mlx5/mlx5_ifc.h").read_text()
@@ -156,17 +153,24 @@ def main() -> int:
             body.append(f"  FIELD({r[1]}, {r[2]}, {int(r[3])}u, {int(r[4])}u);")
         elif r[0] == "const":
             body.append(f"  CONSTANT({r[1]}, {int(r[2])}u);")
-    code = SHIMS + "\n".join(body) + "\n  return bad;\n}\n"
+    shims = Path(__file__).with_name("prm_check_shims.h")
+    code = f'#include "{shims}"\nint main(void) {{\n' + "\n".join(body) + "\n  return bad;\n}\n"
     failures: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         c = Path(tmp) / "prm_check.c"
         exe = Path(tmp) / "prm_check"
         c.write_text(code)
-        comp = subprocess.run([args.cc, "-std=gnu11", "-w", f"-I{include}", str(c), "-o", str(exe)],
-                              capture_output=True, text=True, check=False)
+        comp = subprocess.run(
+            [args.cc, "-std=gnu11", "-w", f"-I{include}", str(c), "-o", str(exe)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if comp.returncode != 0:
-            failures.append("the check does not compile against the header (a field or constant the kernel "
-                            "does not name?):\n" + comp.stderr[-3000:])
+            failures.append(
+                "the check does not compile against the header (a field or constant the kernel"
+                " does not name?):\n" + comp.stderr[-3000:]
+            )
         else:
             run = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
             failures += [line for line in run.stdout.splitlines() if line.startswith("MISMATCH")]
@@ -177,17 +181,19 @@ def main() -> int:
         try:
             layout = struct_layout(ifc, struct)
         except KeyError:
-            failures.append(f"DEVX field {struct}.{field}: the kernel header has no struct mlx5_ifc_{struct}_bits")
+            failures.append(f"DEVX field {struct}.{field}: no struct mlx5_ifc_{struct}_bits")
             continue
         named = [m for m, o, w in layout if o < off + bits and off < o + w]
         if any(m == field for m in named):
-            failures.append(f"DEVX field {struct}.{field} is named by the kernel now: move it to the checked fields")
+            failures.append(
+                f"DEVX field {struct}.{field} is named by the kernel now: check it as a field"
+            )
         elif not named or any(not m.startswith("reserved") for m in named):
-            failures.append(f"DEVX field {struct}.{field} at 0x{off:x}/{bits} overlaps kernel fields {named}")
+            failures.append(f"DEVX field {struct}.{field} at 0x{off:x}/{bits} overlaps {named}")
 
     statuses = [r for r in rows if r[0] == "status"]
     for _, name, value in statuses:
-        m = re.search(r"\b%s\s*=\s*(0x[0-9a-fA-F]+|\d+)" % re.escape(name), device_h)
+        m = re.search(rf"\b{re.escape(name)}\s*=\s*(0x[0-9a-fA-F]+|\d+)", device_h)
         if m is None:
             failures.append(f"status {name}: not in mlx5/device.h")
         elif int(m.group(1), 0) != int(value):
@@ -195,8 +201,11 @@ def main() -> int:
 
     nfield = sum(1 for r in rows if r[0] == "field")
     nconst = sum(1 for r in rows if r[0] == "const")
-    print(f"check_prm_layout: {pkg} ({include / 'linux/mlx5/mlx5_ifc.h'}): {nfield} fields, {nconst} constants, "
-          f"{len(statuses)} statuses compared; {len(devx)} DEVX-only fields checked to lie in reserved bits")
+    print(
+        f"check_prm_layout: {pkg} ({include / 'linux/mlx5/mlx5_ifc.h'}): {nfield} fields, "
+        f"{nconst} constants, {len(statuses)} statuses compared; {len(devx)} DEVX-only fields "
+        "checked to lie in reserved bits"
+    )
     for f in failures:
         print("FAIL: " + f)
     if not failures:
