@@ -172,6 +172,7 @@ int query_port_ex_impl(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size
   if (port != 1) return fail(EINVAL, "ibv_query_port", dev_name(ctx), "port " + std::to_string(port) + " does not exist (one port: 1)");
   ibv_port_attr a;
   fill_port_attr(c->nic->spec(), &a);
+  std::memset(attr, 0, size);  // a caller built with newer headers may pass a larger struct
   std::memcpy(attr, &a, std::min(size, sizeof a));
   return 0;
 }
@@ -190,6 +191,7 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_devi
   std::memset(&a, 0, sizeof a);
   fill_device_attr(c->nic->spec(), &a.orig_attr);
   a.max_dm_size = 0;
+  std::memset(attr, 0, size);  // a caller built with newer headers may pass a larger struct
   std::memcpy(attr, &a, std::min(size, sizeof a));
   return 0;
 }
