@@ -27,6 +27,7 @@
 
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/gda/session.h"
+#include "expect.h"
 #include "gicomm/mlx5dev/devx.h"
 
 using namespace gicomm;
@@ -34,24 +35,12 @@ using namespace gicomm::gda;
 
 namespace {
 
-int failures = 0;
-#define EXPECT(c, ...)                                                \
-  do {                                                                \
-    if (!(c)) {                                                       \
-      ++failures;                                                     \
-      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);       \
-      std::fprintf(stderr, __VA_ARGS__);                              \
-      std::fprintf(stderr, "\n");                                     \
-    }                                                                 \
-  } while (0)
-#define CU(x)                                                                                     \
-  do {                                                                                            \
-    const cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "CUDA %s: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
+void cuda_or_exit(cudaError_t e, const char* call) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "gicomm-emu-gda-check: %s: %s\n", call, cudaGetErrorString(e));
+  std::exit(1);
+}
+#define CU(x) cuda_or_exit((x), #x)
 
 constexpr uint32_t kSlot = 256;
 enum Mode { kThread, kLock, kWarp };
@@ -284,6 +273,6 @@ int main() {
     std::fprintf(stderr, "gicomm-emu-gda-check: %s\n", e.what());
     return 1;
   }
-  std::printf("gicomm-emu-gda-check: %s (%s)\n", failures == 0 ? "ok" : "FAIL", provider.c_str());
-  return failures == 0 ? 0 : 1;
+  std::printf("gicomm-emu-gda-check: %s (%s)\n", expect_failures() == 0 ? "ok" : "FAIL", provider.c_str());
+  return expect_failures() == 0 ? 0 : 1;
 }
