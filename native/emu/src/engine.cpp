@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -29,7 +30,9 @@ namespace {
 using namespace gicomm::mlx5;
 namespace sn = gicomm::softnic;
 
-std::thread g_thread;
+// Heap-held and never destroyed: a process may exit with contexts open (and the engine running);
+// the exit handler below stops it then, before CUDA and the C++ runtime tear down.
+std::thread* g_thread = nullptr;
 std::atomic<bool> g_stop{false};
 bool g_running = false;
 
@@ -520,23 +523,45 @@ void run() {
 
 }  // namespace
 
+namespace {
+void stop_at_exit() {
+  std::thread* t = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    if (!g_running) return;
+    g_running = false;
+    g_stop.store(true);
+    t = g_thread;
+    g_thread = nullptr;
+  }
+  t->join();
+  delete t;
+}
+}  // namespace
+
 void engine_start() {
   if (g_running) return;
+  static const bool registered = (std::atexit(stop_at_exit), true);
+  (void)registered;
   g_stop.store(false);
-  g_thread = std::thread(run);
+  g_thread = new std::thread(run);
   g_running = true;
 }
 
 void engine_stop() {
-  std::thread t;
+  std::thread* t = nullptr;
   {
     std::lock_guard<std::mutex> lock(registry().mu);
     if (!g_running || registry().open_contexts > 0) return;
     g_running = false;
     g_stop.store(true);
-    t = std::move(g_thread);
+    t = g_thread;
+    g_thread = nullptr;
   }
-  if (t.joinable()) t.join();
+  if (t != nullptr) {
+    t->join();
+    delete t;
+  }
 }
 
 void engine_kick() {
