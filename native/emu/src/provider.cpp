@@ -9,12 +9,34 @@
 #include <cerrno>
 #include <cstring>
 
+#include <infiniband/mlx5dv.h>
+
+#include <cstddef>
+
 #include "gicomm/mlx5/host_post.h"
 #include "verbs_objects.h"
 
 namespace gicomm::emu {
 
 namespace {
+
+namespace sn_ = gicomm::softnic;
+// The formats the emulation adds beside gicomm/mlx5 (whose encoders tests/mlx5 compares with
+// rdma-core's): held to rdma-core's mlx5dv.h here, where both are in view.
+static_assert(offsetof(mlx5_cqe64, flags_rqpn) == 24, "flags_rqpn (the responder's source QP) is at byte 24");
+static_assert(offsetof(mlx5_cqe64, imm_inval_pkey) == mlx5::kCqeOffImm && offsetof(mlx5_cqe64, byte_cnt) == mlx5::kCqeOffByteCnt,
+              "CQE immediate and byte count offsets");
+static_assert(sn_::kOpcodeSendImm == MLX5_OPCODE_SEND_IMM, "MLX5_OPCODE_SEND_IMM");
+static_assert(sn_::kCqeRespSend == MLX5_CQE_RESP_SEND && sn_::kCqeRespSendImm == MLX5_CQE_RESP_SEND_IMM &&
+                  mlx5::kCqeRespWrImm == MLX5_CQE_RESP_WR_IMM && mlx5::kCqeRespErr == MLX5_CQE_RESP_ERR,
+              "responder CQE opcodes");
+static_assert(sn_::kSyndromeBadResp == MLX5_CQE_SYNDROME_BAD_RESP_ERR &&
+                  sn_::kSyndromeTransportRetryExc == MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR &&
+                  sn_::kSyndromeRnrRetryExc == MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR &&
+                  sn_::kSyndromeRemoteAborted == MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR,
+              "error CQE syndromes");
+static_assert(MLX5_INVALID_LKEY == 0x100 && MLX5_RCV_DBR == mlx5::kRcvDbr && MLX5_SND_DBR == mlx5::kSndDbr,
+              "receive-list end marker and doorbell record slots");
 
 using namespace gicomm::mlx5;
 namespace sn = gicomm::softnic;
