@@ -226,8 +226,11 @@ struct Response {
 };
 
 // The responder side of an RDMA write/read/atomic on r's memory; `data` is the requester's data
-// (write source, read destination, atomic result buffer).
-Response respond_rdma(Qp& r, const Qp& q, const sn::SendWr& wr, const std::vector<Span>& data) {
+// (write source, read destination, atomic result buffer). A duplicate (a PSN the responder has
+// already executed) is answered without executing it again: a write is only acknowledged, a read
+// is read again, an atomic returns the word unchanged (a responder keeps the original result; the
+// emulation returns what memory holds now).
+Response respond_rdma(Qp& r, const Qp& q, const sn::SendWr& wr, const std::vector<Span>& data, bool duplicate = false) {
   Response res;
   const uint8_t op = wr.opcode;
   const uint32_t need_qp = op == kOpcodeRdmaRead ? IBV_ACCESS_REMOTE_READ
@@ -251,9 +254,11 @@ Response respond_rdma(Qp& r, const Qp& q, const sn::SendWr& wr, const std::vecto
   const MrInfo& info = r.nic->mr_info(e->key);
   uint8_t* remote = reinterpret_cast<uint8_t*>(r.nic->va_of(*e, wr.raddr));
   if (op == kOpcodeRdmaWrite || op == kOpcodeRdmaWriteImm) {
-    copy_spans({Span{remote, info.loc, length}}, data);
+    if (!duplicate) copy_spans({Span{remote, info.loc, length}}, data);
   } else if (op == kOpcodeRdmaRead) {
     copy_spans(data, {Span{remote, info.loc, length}});
+  } else if (duplicate) {
+    mem_read(&res.atomic_old, remote, 8, info.loc);
   } else {
     res.atomic_old = mem_atomic(reinterpret_cast<uint64_t*>(remote), info.loc, op, wr.swap_add, wr.compare);
   }
@@ -307,6 +312,18 @@ Response respond_receive(Qp& r, const Qp& q, const sn::SendWr& wr, const std::ve
   complete_resp(r, index, cqe_op, static_cast<uint32_t>(wr.length), with_imm ? wr.imm_raw : 0, q.qpn, solicited);
   return res;
 }
+
+// ---- PSNs -----------------------------------------------------------------------------------------
+// Every request takes as many PSNs as it has packets at the path MTU (a read, as many as its
+// response; an atomic, one). The responder executes only the PSN it expects: one it has already
+// seen is a duplicate (re-acknowledged), a later one is a sequence error (the requester retries and
+// gives up), as on the wire.
+uint32_t packets(const Qp& q, const sn::SendWr& wr) {
+  if (sn::opcode_is_atomic(wr.opcode)) return 1;
+  const uint64_t mtu = q.path_mtu ? (uint64_t(128) << q.path_mtu) : 4096;
+  return static_cast<uint32_t>(std::max<uint64_t>(1, (wr.length + mtu - 1) / mtu));
+}
+int32_t psn_diff(uint32_t a, uint32_t b) { return static_cast<int32_t>((a - b) << 8) >> 8; }  // 24-bit, signed
 
 // ---- requester ------------------------------------------------------------------------------------
 enum class Step { done, blocked };
@@ -363,7 +380,9 @@ Step execute_one(Qp& q) {
     return Step::done;
   }
   Qp* r = route(q);
-  if (r == nullptr || !responder_ready(*r)) {
+  const uint32_t npsn = packets(q, wr);
+  const int32_t ahead = r != nullptr ? psn_diff(q.sq_psn, r->rq_psn) : 0;
+  if (r == nullptr || !responder_ready(*r) || ahead > 0) {
     // Nobody answers: the transport retries (retry_cnt times, each after the ACK timeout).
     if (!q.retrying) {
       q.retrying = true;
@@ -372,7 +391,10 @@ Step execute_one(Qp& q) {
     if (q.retries_left == 0) {
       q.retrying = false;
       requester_error(q, index, wr.opcode, sn::kSyndromeTransportRetryExc, nbb,
-                      "no answer from QP " + hex(q.dest_qpn) + (r == nullptr ? " (no such QP on a reachable device)" : " (not ready to receive)"));
+                      "no answer from QP " + hex(q.dest_qpn) +
+                          (r == nullptr       ? " (no such QP on a reachable device)"
+                           : ahead > 0 ? " (PSN " + hex(q.sq_psn) + " is ahead of the " + hex(r->rq_psn) + " it expects)"
+                                       : " (not ready to receive)"));
       return Step::done;
     }
     --q.retries_left;
@@ -383,7 +405,17 @@ Step execute_one(Qp& q) {
   q.retrying = false;
   Response res;
   const bool two_sided = wr.opcode == kOpcodeSend || wr.opcode == sn::kOpcodeSendImm;
-  if (two_sided) {
+  if (ahead < 0) {
+    // A duplicate: re-acknowledged, not executed again (no receive consumed, no data written).
+    if (!two_sided) res = respond_rdma(*r, q, wr, local, true);
+    if (res.syndrome == 0) {
+      if (sn::opcode_is_atomic(wr.opcode)) copy_spans(local, {Span{reinterpret_cast<uint8_t*>(&res.atomic_old), Loc{}, 8}});
+      if (signaled) complete_req(q, index, wr.opcode, 0, static_cast<uint32_t>(wr.length));
+      q.sq_psn = (q.sq_psn + npsn) & 0xffffff;
+      q.ci += nbb;
+      return Step::done;
+    }
+  } else if (two_sided) {
     res = respond_receive(*r, q, wr, local);
   } else {
     if (wr.opcode == kOpcodeRdmaWriteImm && (r->rq_wqe_cnt == 0 || static_cast<uint16_t>(r->rq_ci) == rq_producer(*r))) {
@@ -419,6 +451,8 @@ Step execute_one(Qp& q) {
   }
   if (sn::opcode_is_atomic(wr.opcode)) copy_spans(local, {Span{reinterpret_cast<uint8_t*>(&res.atomic_old), Loc{}, 8}});
   if (signaled) complete_req(q, index, wr.opcode, 0, static_cast<uint32_t>(wr.length));
+  r->rq_psn = (r->rq_psn + npsn) & 0xffffff;
+  q.sq_psn = (q.sq_psn + npsn) & 0xffffff;
   q.ci += nbb;
   return Step::done;
 }
