@@ -9,8 +9,6 @@
 #include "gicomm/mlx5/doorbell.h"
 #include "gicomm/softnic/gpu_engine.h"
 #if defined(GICOMM_GDA_WITH_MLX5)
-#include <unistd.h>
-
 #include "gicomm/mlx5dev/devx.h"
 #endif
 
@@ -157,7 +155,11 @@ void Session::init_mlx5() {
   q->dev = mlx5dev::DevxDevice::open(cfg_.mlx5_device, &reason);
   if (!q->dev) fail(reason);
   uint64_t* gpu_doorbell = nullptr;
-  if (!q->dev->alloc_uar(&reason) || !q->dev->map_uar_to_gpu(cfg_.producer_device, &gpu_doorbell, &reason)) fail(reason);
+  mlx5dev::DoorbellTarget target{};
+  if (!mlx5dev::parse_doorbell_target(cfg_.mlx5_doorbell, &target))
+    fail("mlx5_doorbell must be auto, uar-iomem or pinned-host, not " + cfg_.mlx5_doorbell);
+  if (!q->dev->alloc_uar(&reason) || !q->dev->map_uar_to_gpu(cfg_.producer_device, target, &gpu_doorbell, &reason))
+    fail(reason);
   const size_t sq_bytes = size_t(cfg_.sq_wqebbs) * mlx5::kSendWqeBB;
   const size_t per_qp = sq_bytes + Mlx5Queues::kCtrlPage;
   const size_t bytes = round_up(per_qp * n, size_t(2) << 20);
@@ -168,7 +170,7 @@ void Session::init_mlx5() {
   mlx5::init_cqe(fresh);  // owner/opcode "invalid" until the NIC writes it
   for (uint32_t i = 0; i < n; ++i)
     check(cudaMemcpy(q->buf + size_t(i) * per_qp + sq_bytes, &fresh, sizeof fresh, cudaMemcpyHostToDevice), "init CQE");
-  if (!q->dev->register_gpu_umem(q->buf, bytes, &q->umem, &reason)) fail(reason);
+  if (!q->dev->register_umem(q->buf, bytes, &q->umem, &reason)) fail(reason);
   uint32_t log_sq = 0;
   while ((1u << log_sq) < cfg_.sq_wqebbs) ++log_sq;
   const mlx5dev::ConnectParams params;
@@ -227,17 +229,11 @@ Session::~Session() {
 softnic::MemoryRegionHandle Session::register_mr(void* p, uint64_t bytes, uint32_t access) {
 #if defined(GICOMM_GDA_WITH_MLX5)
   if (mlx5_) {
-    // GPU memory through dmabuf; the range is exported whole pages (the caller allocates them).
-    const size_t len = round_up(bytes, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+    // GPU memory through dmabuf (whole pages: the caller allocates them), else by address.
     std::string reason;
-    int fd = -1;
     uint32_t lkey = 0, rkey = 0;
-    if (!mlx5dev::DevxDevice::export_dmabuf(p, len, &fd, &reason) ||
-        !mlx5_->dev->register_dmabuf_mr(p, len, fd, &lkey, &rkey, &reason)) {
-      if (fd >= 0) close(fd);
-      throw std::runtime_error("mini-gda mlx5: memory region of " + std::to_string(bytes) + " bytes: " + reason);
-    }
-    close(fd);  // the MR holds its own reference to the dmabuf
+    if (!mlx5_->dev->register_mr(p, bytes, &lkey, &rkey, &reason))
+      throw std::runtime_error("mini-gda mlx5: " + reason);
     (void)access;  // registered with local/remote read/write/atomic access
     return softnic::MemoryRegionHandle{lkey, rkey, reinterpret_cast<uint64_t>(p), bytes};
   }
@@ -255,6 +251,13 @@ void Session::stop_engine() {
   if (ringer_) ringer_->stop();
   if (cpu_) cpu_->stop();
   if (gpu_ && gpu_->running()) gpu_->stop(cfg_.timeout_ms + 3000);
+}
+
+std::string Session::doorbell_target() const {
+#if defined(GICOMM_GDA_WITH_MLX5)
+  if (mlx5_) return mlx5_->dev->doorbell_target();
+#endif
+  return db_place_.kind == softnic::MemoryPlace::Kind::device ? "gpu-memory" : "pinned-host";
 }
 
 softnic::Counters Session::engine_counters() const {

@@ -10,13 +10,14 @@
 //   softnic-cpu  everything in pinned host memory; host threads poll.
 //   hybrid       as above, but the dbrec and doorbell in pinned host memory: the GPU publishes the
 //                dbrec and a host thread rings.
-//   mlx5         a real ConnectX through DEVX (src/nic/mlx5), as NVSHMEM IBGDA sets it up: SQs,
-//                collapsed CQs and doorbell records in one GPU buffer registered as a dmabuf umem,
-//                the UAR doorbell register mapped into the GPU, every RC QP connected to itself
-//                (loopback: each write is a send and a receive of the same NIC), MRs over GPU
-//                memory through dmabuf. No engine runs; the benchmark floor's doorbell is a GPU
-//                memory word (a store to the UAR would be a real doorbell). Built where rdma-core
-//                is present; never run here (no NIC on our machines).
+//   mlx5         a ConnectX through DEVX (src/nic/mlx5), as NVSHMEM IBGDA sets it up: SQs,
+//                collapsed CQs and doorbell records in one GPU buffer registered as a umem (dmabuf,
+//                else by address), the UAR doorbell register mapped into the GPU (mlx5_doorbell:
+//                IoMemory for a real UAR, pinned host memory for the emulated rdma-core's), every
+//                RC QP connected to itself (loopback: each write is a send and a receive of the
+//                same NIC), MRs over GPU memory (dmabuf, else by address). No engine of ours runs
+//                (the NIC, or the emulated rdma-core's engine, executes); the benchmark floor's
+//                doorbell is a GPU memory word (a store to the UAR would be a real doorbell).
 #pragma once
 
 #include <atomic>
@@ -41,6 +42,7 @@ struct Mlx5Queues;  // session.cu: the DEVX objects of the mlx5 placement
 struct SessionConfig {
   std::string engine = "softnic-gpu";  // or softnic-cpu, mlx5
   std::string mlx5_device;             // mlx5: the RDMA device name ("": the first mlx5 device)
+  std::string mlx5_doorbell = "auto";  // mlx5: uar-iomem, pinned-host, or auto (IoMemory, else pinned)
   uint32_t num_qps = 1;
   uint32_t sq_wqebbs = 1024;
   int producer_device = 0;
@@ -67,6 +69,8 @@ class Session {
   void start_engine();
   void stop_engine();  // throws when the engine failed (watchdog, kernel error)
   softnic::Counters engine_counters() const;  // zero with mlx5 (no engine)
+  // Where the GPU's doorbell stores land, for the records: uar-iomem, pinned-host or gpu-memory.
+  std::string doorbell_target() const;
   // The device context (pointers into producer GPU memory); pass by value to kernels.
   Context context() const { return ctx_; }
   // Clears the error report; returns the last one as a message ("" when none).

@@ -6,9 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "gicomm/mlx5dev/prm.h"
 
 #if defined(GICOMM_MLX5_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -20,64 +24,59 @@ namespace {
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-// PRM command layouts are big-endian bit fields; these set a field given its bit offset and width
-// as listed in mlx5_ifc.h (struct mlx5_ifc_*_bits), the way rdma-core's DEVX_SET does.
-void prm_set(void* base, uint32_t bit_off, uint32_t bits, uint32_t value) {
-  uint32_t* words = static_cast<uint32_t*>(base);
-  const uint32_t word = bit_off / 32;
-  const uint32_t shift = 32 - (bit_off % 32) - bits;  // fields are MSB-first within each BE word
-  const uint32_t mask = bits == 32 ? 0xffffffffu : ((1u << bits) - 1) << shift;
-  uint32_t host = be32toh(words[word]);
-  host = (host & ~mask) | ((value << shift) & mask);
-  words[word] = htobe32(host);
-}
-uint32_t prm_get(const void* base, uint32_t bit_off, uint32_t bits) {
-  const uint32_t* words = static_cast<const uint32_t*>(base);
-  const uint32_t host = be32toh(words[bit_off / 32]);
-  const uint32_t shift = 32 - (bit_off % 32) - bits;
-  return bits == 32 ? host : (host >> shift) & ((1u << bits) - 1);
-}
-void prm_set64(void* base, uint32_t bit_off, uint64_t value) {
-  prm_set(base, bit_off, 32, static_cast<uint32_t>(value >> 32));
-  prm_set(base, bit_off + 32, 32, static_cast<uint32_t>(value));
+std::string hex(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%x", v);
+  return b;
 }
 
-constexpr uint32_t kCmdCreateCq = 0x400;
-constexpr uint32_t kCmdCreateQp = 0x500;
-constexpr uint32_t kCmdRst2Init = 0x502;
-constexpr uint32_t kCmdInit2Rtr = 0x503;
-constexpr uint32_t kCmdRtr2Rts = 0x504;
-
-// Bit offsets in struct mlx5_ifc_qpc_bits (0x740 bits), mlx5_ifc.h.
-namespace qpc {
-constexpr uint32_t st = 0x8, pm_state = 0x13, pd = 0x28, mtu = 0x40, log_msg_max = 0x43, log_rq_size = 0x49,
-                   log_sq_size = 0x51, ts_format = 0x58, uar_page = 0x68, remote_qpn = 0xa8,
-                   primary_path = 0xc0, log_sra_max = 0x388, retry_count = 0x38d, rnr_retry = 0x390,
-                   next_send_psn = 0x3c8, cqn_snd = 0x3e8, log_rra_max = 0x488, rre = 0x490, rwe = 0x491,
-                   rae = 0x492, page_offset = 0x494, min_rnr_nak = 0x4a3, next_rcv_psn = 0x4a8, cqn_rcv = 0x4e8,
-                   dbr_addr = 0x500, rq_type = 0x565, cs_req = 0x630, cs_res = 0x638, dbr_umem_valid = 0x683,
-                   dbr_umem_id = 0x720;
-}  // namespace qpc
-// Bit offsets in struct mlx5_ifc_ads_bits (the address path, 0x160 bits).
-namespace ads {
-constexpr uint32_t pkey_index = 0x10, grh = 0x28, rlid = 0x30, ack_timeout = 0x40, src_addr_index = 0x48,
-                   hop_limit = 0x58, rgid = 0x80, udp_sport = 0x110, vhca_port_num = 0x128;
-}  // namespace ads
-// create_qp_in: qpc at 0xc0, wq_umem_offset 0x800, wq_umem_id 0x840, wq_umem_valid 0x860; 0x880 bits.
-// modify_qp_in (RST2INIT, INIT2RTR, RTR2RTS): qpn 0x48, opt_param_mask 0x80, qpc at 0xc0; 0x880 bits.
-constexpr uint32_t kQpInBits = 0x880;
-constexpr uint32_t kQpcAt = 0xc0;
-
-std::string cmd_error(const char* what, const uint32_t* out) {
-  return errno_text(what) + " (status " + std::to_string(prm_get(out, 0, 8)) + ", syndrome 0x" +
-         [](uint32_t v) {
-           char b[16];
-           std::snprintf(b, sizeof b, "%x", v);
-           return std::string(b);
-         }(prm_get(out, 0x20, 32)) + ")";
+// The reason a command failed: errno, and the PRM status and syndrome the device put in the output.
+std::string cmd_error(const char* what, const void* out) {
+  return errno_text(what) + " (status " + hex(prm::get(out, prm::create_qp_out::status)) + ", syndrome " +
+         hex(prm::get(out, prm::create_qp_out::syndrome)) + ")";
 }
+
+constexpr int kRdmaAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
 }  // namespace
+
+bool parse_doorbell_target(const std::string& name, DoorbellTarget* out) {
+  if (name == "auto") {
+    *out = DoorbellTarget::automatic;
+  } else if (name == "uar-iomem") {
+    *out = DoorbellTarget::uar_iomem;
+  } else if (name == "pinned-host") {
+    *out = DoorbellTarget::pinned_host;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+const char* doorbell_target_name(DoorbellTarget t) {
+  switch (t) {
+    case DoorbellTarget::uar_iomem: return "uar-iomem";
+    case DoorbellTarget::pinned_host: return "pinned-host";
+    default: return "auto";
+  }
+}
+
+std::string rdma_provider() {
+  // The emulated libibverbs exports this under its private version node.
+  if (dlsym(RTLD_DEFAULT, "gicomm_emu_provider") != nullptr) return "emulated";
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ibv_get_device_list), &info) == 0 || info.dli_fname == nullptr) return "unknown";
+  char real[PATH_MAX];
+  if (realpath(info.dli_fname, real) == nullptr) return "unknown";
+  // rdma-core installs libibverbs.so.1.<abi>.<release>, e.g. libibverbs.so.1.14.50.0.
+  const std::string file = std::strrchr(real, '/') ? std::strrchr(real, '/') + 1 : real;
+  const std::string stem = "libibverbs.so.1.";
+  if (file.compare(0, stem.size(), stem) != 0) return "system rdma-core (" + file + ")";
+  const std::string rest = file.substr(stem.size());
+  const size_t dot = rest.find('.');
+  return "system rdma-core " + (dot == std::string::npos ? rest : rest.substr(dot + 1));
+}
 
 std::unique_ptr<DevxDevice> DevxDevice::open(const std::string& name, std::string* reason) {
   int n = 0;
@@ -162,7 +161,7 @@ void* DevxDevice::uar_host_page() const { return uar_ ? uar_->base_addr : nullpt
 void* DevxDevice::uar_host_doorbell() const { return uar_ ? uar_->reg_addr : nullptr; }
 uint32_t DevxDevice::uar_page_id() const { return uar_ ? uar_->page_id : 0; }
 
-bool DevxDevice::map_uar_to_gpu(int gpu, uint64_t** gpu_doorbell, std::string* reason) {
+bool DevxDevice::map_uar_to_gpu(int gpu, DoorbellTarget want, uint64_t** gpu_doorbell, std::string* reason) {
 #if defined(GICOMM_MLX5_WITH_CUDA)
   if (!uar_) {
     *reason = "no UAR allocated";
@@ -174,16 +173,36 @@ bool DevxDevice::map_uar_to_gpu(int gpu, uint64_t** gpu_doorbell, std::string* r
   }
   const long page = sysconf(_SC_PAGESIZE);
   void* page_base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(uar_->base_addr) & ~uintptr_t(page - 1));
-  cudaError_t e = cudaHostRegister(page_base, static_cast<size_t>(page),
-                                   cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory);
-  if (e != cudaSuccess) {
-    *reason = std::string("cudaHostRegister(UAR, IoMemory): ") + cudaGetErrorString(e) +
-              " (the nvidia module may need PeerMappingOverride=1)";
-    return false;
+  std::string iomem_error;
+  if (want != DoorbellTarget::pinned_host) {
+    const cudaError_t e = cudaHostRegister(page_base, static_cast<size_t>(page),
+                                           cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory);
+    if (e == cudaSuccess) {
+      doorbell_target_ = "uar-iomem";
+    } else {
+      cudaGetLastError();
+      iomem_error = std::string("cudaHostRegister(UAR, IoMemory): ") + cudaGetErrorString(e) +
+                    " (the nvidia module may need PeerMappingOverride=1)";
+      if (want == DoorbellTarget::uar_iomem) {
+        *reason = iomem_error;
+        return false;
+      }
+    }
+  }
+  if (doorbell_target_ != std::string("uar-iomem")) {
+    // An ordinary page (the emulated device's UAR): the GPU stores to pinned host memory, where the
+    // emulated NIC watches it. A real UAR (a BAR page) cannot be registered this way.
+    const cudaError_t e = cudaHostRegister(page_base, static_cast<size_t>(page), cudaHostRegisterPortable | cudaHostRegisterMapped);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      *reason = (iomem_error.empty() ? std::string() : iomem_error + "; ") + "cudaHostRegister(UAR, Mapped): " + cudaGetErrorString(e);
+      return false;
+    }
+    doorbell_target_ = "pinned-host";
   }
   registered_uar_ = page_base;
   void* dev = nullptr;
-  e = cudaHostGetDevicePointer(&dev, uar_->reg_addr, 0);
+  const cudaError_t e = cudaHostGetDevicePointer(&dev, uar_->reg_addr, 0);
   if (e != cudaSuccess) {
     *reason = std::string("cudaHostGetDevicePointer(UAR): ") + cudaGetErrorString(e);
     return false;
@@ -192,6 +211,7 @@ bool DevxDevice::map_uar_to_gpu(int gpu, uint64_t** gpu_doorbell, std::string* r
   return true;
 #else
   (void)gpu;
+  (void)want;
   (void)gpu_doorbell;
   *reason = "built without CUDA: cannot map the UAR into a GPU";
   return false;
@@ -240,24 +260,37 @@ void DevxDevice::release(Umem* umem) {
   umem->dmabuf_fd = -1;
 }
 
-bool DevxDevice::register_gpu_umem(void* gpu_ptr, size_t bytes, Umem* out, std::string* reason) {
+bool DevxDevice::register_umem(void* ptr, size_t bytes, Umem* out, std::string* reason) {
+  std::string dmabuf_reason;
   int fd = -1;
-  if (!export_dmabuf(gpu_ptr, bytes, &fd, reason)) return false;
-  mlx5dv_devx_umem_in in{};
-  in.addr = gpu_ptr;
-  in.size = bytes;
-  in.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  in.pgsz_bitmap = ~0ull & ~0xfffull;  // any page size from 4 KiB
-  in.comp_mask = MLX5DV_UMEM_MASK_DMABUF;
-  in.dmabuf_fd = fd;
-  out->umem = mlx5dv_devx_umem_reg_ex(ctx_, &in);
-  if (out->umem == nullptr) {
-    *reason = errno_text("mlx5dv_devx_umem_reg_ex(dmabuf)");
+  if (export_dmabuf(ptr, bytes, &fd, &dmabuf_reason)) {
+    mlx5dv_devx_umem_in in{};
+    in.addr = ptr;
+    in.size = bytes;
+    in.access = kRdmaAccess;
+    in.pgsz_bitmap = ~0ull & ~0xfffull;  // any page size from 4 KiB
+    in.comp_mask = MLX5DV_UMEM_MASK_DMABUF;
+    in.dmabuf_fd = fd;
+    out->umem = mlx5dv_devx_umem_reg_ex(ctx_, &in);
+    if (out->umem != nullptr) {
+      out->id = out->umem->umem_id;
+      out->dmabuf_fd = fd;
+      out->registration = "dmabuf";
+      return true;
+    }
+    dmabuf_reason = errno_text("mlx5dv_devx_umem_reg_ex(dmabuf)");
     close(fd);
+  }
+  // By address: host memory, or GPU memory where the device refuses dmabufs (the emulated one) and
+  // the GPU driver's peer-memory support maps it (nvidia-peermem on a real NIC).
+  out->umem = mlx5dv_devx_umem_reg(ctx_, ptr, bytes, kRdmaAccess);
+  if (out->umem == nullptr) {
+    *reason = "umem of " + std::to_string(bytes) + " bytes: dmabuf: " + dmabuf_reason + "; by address: " +
+              errno_text("mlx5dv_devx_umem_reg");
     return false;
   }
   out->id = out->umem->umem_id;
-  out->dmabuf_fd = fd;
+  out->registration = "va";
   return true;
 }
 
@@ -272,33 +305,29 @@ bool DevxDevice::create_cq(const Umem& umem, uint64_t cqe_offset, uint64_t dbrec
     *reason = errno_text("mlx5dv_devx_query_eqn");
     return false;
   }
-  // struct mlx5_ifc_create_cq_in_bits (mlx5_ifc.h): opcode [0x00,16], cq_context (mlx5_ifc_cqc_bits,
-  // 0x200 bits) at 0x80, cq_umem_offset [0x280,64], cq_umem_id [0x2c0,32], cq_umem_valid [0x2e0,1];
-  // 0x880 bits in all (no pas[] with a umem).
-  uint32_t in[0x880 / 32] = {};
-  uint32_t outbuf[4] = {};
-  prm_set(in, 0x00, 16, kCmdCreateCq);
-  prm_set64(in, 0x280, cqe_offset);
-  prm_set(in, 0x2c0, 32, umem.id);
-  prm_set(in, 0x2e0, 1, 1);
-  const uint32_t cqc = 0x80;
-  prm_set(in, cqc + 0x06, 1, 1);             // dbr_umem_valid
-  prm_set(in, cqc + 0x08, 3, 0);             // cqe_sz: 64 bytes
-  prm_set(in, cqc + 0x0b, 1, 1);             // cc: collapsed
-  prm_set(in, cqc + 0x0f, 1, 1);             // oi: overrun ignore
-  prm_set(in, cqc + 0x20, 32, umem.id);      // dbr_umem_id
-  prm_set(in, cqc + 0x63, 5, 0);             // log_cq_size: 1 entry
-  prm_set(in, cqc + 0x68, 24, uar_->page_id);  // uar_page
-  prm_set(in, cqc + 0xb8, 8, eqn);           // c_eqn
-  prm_set(in, cqc + 0xc3, 5, 0);             // log_page_size (4 KiB units)
-  prm_set64(in, cqc + 0x1c0, dbrec_offset);  // dbr_addr: an offset into the doorbell umem
+  uint32_t in[prm::kCqCmdInBits / 32] = {};
+  uint32_t outbuf[prm::kHdrOutBits / 32] = {};
+  const uint32_t cqc = prm::create_cq_in::cq_context.off;
+  prm::set(in, prm::create_cq_in::opcode, prm::kOpCreateCq);
+  prm::set64(in, prm::create_cq_in::cq_umem_offset, cqe_offset);
+  prm::set(in, prm::create_cq_in::cq_umem_id, umem.id);
+  prm::set(in, prm::create_cq_in::cq_umem_valid, 1);
+  prm::set(in, prm::cqc::dbr_umem_valid.at(cqc), 1);
+  prm::set(in, prm::cqc::cqe_sz.at(cqc), 0);  // 64-byte CQEs
+  prm::set(in, prm::cqc::cc.at(cqc), 1);      // collapsed
+  prm::set(in, prm::cqc::oi.at(cqc), 1);      // overrun ignore
+  prm::set(in, prm::cqc::dbr_umem_id.at(cqc), umem.id);
+  prm::set(in, prm::cqc::log_cq_size.at(cqc), 0);  // one entry
+  prm::set(in, prm::cqc::uar_page.at(cqc), uar_->page_id);
+  prm::set(in, prm::cqc::c_eqn_or_apu_element.at(cqc), eqn);
+  prm::set(in, prm::cqc::log_page_size.at(cqc), 0);  // 4 KiB units
+  prm::set64(in, prm::cqc::dbr_addr.at(cqc), dbrec_offset);  // an offset into the doorbell umem
   out->obj = mlx5dv_devx_obj_create(ctx_, in, sizeof(in), outbuf, sizeof(outbuf));
   if (out->obj == nullptr) {
-    *reason = errno_text("DEVX CREATE_CQ") + " (status " + std::to_string(prm_get(outbuf, 0, 8)) + ", syndrome " +
-              std::to_string(prm_get(outbuf, 0x20, 32)) + ")";
+    *reason = cmd_error("DEVX CREATE_CQ", outbuf);
     return false;
   }
-  out->cqn = prm_get(outbuf, 0x48, 24);
+  out->cqn = prm::get(outbuf, prm::create_cq_out::cqn);
   return true;
 }
 
@@ -308,35 +337,35 @@ bool DevxDevice::create_rc_qp(const Umem& wq, uint64_t wq_offset, uint32_t log_s
     *reason = "create_rc_qp needs a UAR";
     return false;
   }
-  uint32_t in[kQpInBits / 32] = {};
-  uint32_t outbuf[4] = {};
-  prm_set(in, 0x00, 16, kCmdCreateQp);
-  const uint32_t c = kQpcAt;
-  prm_set(in, c + qpc::st, 8, 0x0);        // RC
-  prm_set(in, c + qpc::pm_state, 2, 0x3);  // migrated
-  prm_set(in, c + qpc::pd, 24, pdn_);
-  prm_set(in, c + qpc::uar_page, 24, uar_->page_id);
-  prm_set(in, c + qpc::rq_type, 3, 0x3);   // zero-size RQ: mini-gda only sends
-  prm_set(in, c + qpc::cqn_snd, 24, cqn);
-  prm_set(in, c + qpc::cqn_rcv, 24, cqn);
-  prm_set(in, c + qpc::log_sq_size, 4, log_sq_wqebbs);
-  prm_set(in, c + qpc::log_rq_size, 4, 0);
-  prm_set(in, c + qpc::ts_format, 2, 0x1);  // default timestamp format (required by newer firmware)
-  prm_set(in, c + qpc::cs_req, 8, 0);
-  prm_set(in, c + qpc::cs_res, 8, 0);
-  prm_set(in, c + qpc::dbr_umem_valid, 1, 1);
-  prm_set64(in, c + qpc::dbr_addr, dbr_offset);  // an offset into dbr_umem_id when dbr_umem_valid
-  prm_set(in, c + qpc::dbr_umem_id, 32, dbr.id);
-  prm_set(in, c + qpc::page_offset, 6, 0);
-  prm_set64(in, 0x800, wq_offset);
-  prm_set(in, 0x840, 32, wq.id);
-  prm_set(in, 0x860, 1, 1);
+  uint32_t in[prm::kQpCmdInBits / 32] = {};
+  uint32_t outbuf[prm::kHdrOutBits / 32] = {};
+  const uint32_t c = prm::create_qp_in::qpc.off;
+  prm::set(in, prm::create_qp_in::opcode, prm::kOpCreateQp);
+  prm::set(in, prm::qpc::st.at(c), prm::kQpStRc);
+  prm::set(in, prm::qpc::pm_state.at(c), prm::kPmStateMigrated);
+  prm::set(in, prm::qpc::pd.at(c), pdn_);
+  prm::set(in, prm::qpc::uar_page.at(c), uar_->page_id);
+  prm::set(in, prm::qpc::rq_type.at(c), 0x3);  // zero-size RQ: mini-gda only sends
+  prm::set(in, prm::qpc::cqn_snd.at(c), cqn);
+  prm::set(in, prm::qpc::cqn_rcv.at(c), cqn);
+  prm::set(in, prm::qpc::log_sq_size.at(c), log_sq_wqebbs);
+  prm::set(in, prm::qpc::log_rq_size.at(c), 0);
+  prm::set(in, prm::qpc::ts_format.at(c), prm::kTimestampDefault);  // required by newer firmware
+  prm::set(in, prm::qpc::cs_req.at(c), 0);
+  prm::set(in, prm::qpc::cs_res.at(c), 0);
+  prm::set(in, prm::qpc::dbr_umem_valid.at(c), 1);
+  prm::set64(in, prm::qpc::dbr_addr.at(c), dbr_offset);  // an offset into dbr_umem_id when dbr_umem_valid
+  prm::set(in, prm::qpc::dbr_umem_id.at(c), dbr.id);
+  prm::set(in, prm::qpc::page_offset.at(c), 0);
+  prm::set64(in, prm::create_qp_in::wq_umem_offset, wq_offset);
+  prm::set(in, prm::create_qp_in::wq_umem_id, wq.id);
+  prm::set(in, prm::create_qp_in::wq_umem_valid, 1);
   out->obj = mlx5dv_devx_obj_create(ctx_, in, sizeof(in), outbuf, sizeof(outbuf));
   if (out->obj == nullptr) {
     *reason = cmd_error("DEVX CREATE_QP", outbuf);
     return false;
   }
-  out->qpn = prm_get(outbuf, 0x48, 24);
+  out->qpn = prm::get(outbuf, prm::create_qp_out::qpn);
   return true;
 }
 
@@ -363,45 +392,46 @@ bool DevxDevice::connect_rc_qp(const Qp& qp, const QpAddress& remote, const Conn
     uint32_t opcode;
     const char* name;
   };
-  const Step steps[] = {{kCmdRst2Init, "DEVX RST2INIT_QP"}, {kCmdInit2Rtr, "DEVX INIT2RTR_QP"},
-                        {kCmdRtr2Rts, "DEVX RTR2RTS_QP"}};
+  const Step steps[] = {{prm::kOpRst2InitQp, "DEVX RST2INIT_QP"}, {prm::kOpInit2RtrQp, "DEVX INIT2RTR_QP"},
+                        {prm::kOpRtr2RtsQp, "DEVX RTR2RTS_QP"}};
   for (const Step& step : steps) {
-    uint32_t in[kQpInBits / 32] = {};
-    uint32_t outbuf[4] = {};
-    prm_set(in, 0x00, 16, step.opcode);
-    prm_set(in, 0x48, 24, qp.qpn);
-    const uint32_t c = kQpcAt;
-    const uint32_t path = c + qpc::primary_path;
-    if (step.opcode == kCmdRst2Init) {
-      prm_set(in, c + qpc::pm_state, 2, 0x3);
-      prm_set(in, path + ads::vhca_port_num, 8, p.port);
-      prm_set(in, path + ads::pkey_index, 16, 0);
-      prm_set(in, c + qpc::rre, 1, 1);
-      prm_set(in, c + qpc::rwe, 1, 1);
-      prm_set(in, c + qpc::rae, 1, 1);
-    } else if (step.opcode == kCmdInit2Rtr) {
-      prm_set(in, c + qpc::mtu, 3, p.mtu);
-      prm_set(in, c + qpc::log_msg_max, 5, 30);
-      prm_set(in, c + qpc::remote_qpn, 24, remote.qpn);
-      prm_set(in, c + qpc::next_rcv_psn, 24, 0);
-      prm_set(in, c + qpc::log_rra_max, 3, 4);
-      prm_set(in, c + qpc::min_rnr_nak, 5, 12);
-      prm_set(in, path + ads::vhca_port_num, 8, p.port);
+    // The three transitions share one layout (rst2init_qp_in, init2rtr_qp_in, rtr2rts_qp_in).
+    uint32_t in[prm::kQpCmdInBits / 32] = {};
+    uint32_t outbuf[prm::kHdrOutBits / 32] = {};
+    prm::set(in, prm::rst2init_qp_in::opcode, step.opcode);
+    prm::set(in, prm::rst2init_qp_in::qpn, qp.qpn);
+    const uint32_t c = prm::rst2init_qp_in::qpc.off;
+    const uint32_t path = c + prm::qpc::primary_address_path.off;
+    if (step.opcode == prm::kOpRst2InitQp) {
+      prm::set(in, prm::qpc::pm_state.at(c), prm::kPmStateMigrated);
+      prm::set(in, prm::ads::vhca_port_num.at(path), p.port);
+      prm::set(in, prm::ads::pkey_index.at(path), 0);
+      prm::set(in, prm::qpc::rre.at(c), 1);
+      prm::set(in, prm::qpc::rwe.at(c), 1);
+      prm::set(in, prm::qpc::rae.at(c), 1);
+    } else if (step.opcode == prm::kOpInit2RtrQp) {
+      prm::set(in, prm::qpc::mtu.at(c), p.mtu);
+      prm::set(in, prm::qpc::log_msg_max.at(c), 30);
+      prm::set(in, prm::qpc::remote_qpn.at(c), remote.qpn);
+      prm::set(in, prm::qpc::next_rcv_psn.at(c), 0);
+      prm::set(in, prm::qpc::log_rra_max.at(c), 4);
+      prm::set(in, prm::qpc::min_rnr_nak.at(c), 12);
+      prm::set(in, prm::ads::vhca_port_num.at(path), p.port);
       if (remote.roce) {
-        prm_set(in, path + ads::grh, 1, 1);
-        prm_set(in, path + ads::hop_limit, 8, 64);
-        prm_set(in, path + ads::src_addr_index, 8, p.gid_index);
-        prm_set(in, path + ads::udp_sport, 16, 0xc000);
-        for (int i = 0; i < 16; ++i) prm_set(in, path + ads::rgid + 8 * i, 8, remote.gid[i]);
+        prm::set(in, prm::ads::grh.at(path), 1);
+        prm::set(in, prm::ads::hop_limit.at(path), 64);
+        prm::set(in, prm::ads::src_addr_index.at(path), p.gid_index);
+        prm::set(in, prm::ads::udp_sport.at(path), 0xc000);
+        prm::set_bytes(in, prm::ads::rgid_rip.at(path), remote.gid, 16);
       } else {
-        prm_set(in, path + ads::rlid, 16, remote.lid);
+        prm::set(in, prm::ads::rlid.at(path), remote.lid);
       }
     } else {
-      prm_set(in, c + qpc::log_sra_max, 3, 4);
-      prm_set(in, c + qpc::retry_count, 3, p.retry_count);
-      prm_set(in, c + qpc::rnr_retry, 3, p.rnr_retry);
-      prm_set(in, c + qpc::next_send_psn, 24, 0);
-      prm_set(in, path + ads::ack_timeout, 5, p.ack_timeout);
+      prm::set(in, prm::qpc::log_sra_max.at(c), 4);
+      prm::set(in, prm::qpc::retry_count.at(c), p.retry_count);
+      prm::set(in, prm::qpc::rnr_retry.at(c), p.rnr_retry);
+      prm::set(in, prm::qpc::next_send_psn.at(c), 0);
+      prm::set(in, prm::ads::ack_timeout.at(path), p.ack_timeout);
     }
     if (mlx5dv_devx_obj_modify(qp.obj, in, sizeof(in), outbuf, sizeof(outbuf)) != 0) {
       *reason = cmd_error(step.name, outbuf);
@@ -411,14 +441,27 @@ bool DevxDevice::connect_rc_qp(const Qp& qp, const QpAddress& remote, const Conn
   return true;
 }
 
-bool DevxDevice::register_dmabuf_mr(void* gpu_ptr, size_t bytes, int dmabuf_fd, uint32_t* lkey, uint32_t* rkey,
-                                    std::string* reason) {
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                     IBV_ACCESS_REMOTE_ATOMIC;
-  ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, 0, bytes, reinterpret_cast<uint64_t>(gpu_ptr), dmabuf_fd, access);
+bool DevxDevice::register_mr(void* ptr, size_t bytes, uint32_t* lkey, uint32_t* rkey, std::string* reason) {
+  // GPU memory: a dmabuf of the page-rounded range (the caller allocates whole pages).
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t rounded = (bytes + page - 1) / page * page;
+  std::string dmabuf_reason;
+  int fd = -1;
+  ibv_mr* mr = nullptr;
+  if (export_dmabuf(ptr, rounded, &fd, &dmabuf_reason)) {
+    mr = ibv_reg_dmabuf_mr(pd_, 0, rounded, reinterpret_cast<uint64_t>(ptr), fd, kRdmaAccess);
+    if (mr == nullptr) dmabuf_reason = errno_text("ibv_reg_dmabuf_mr");
+    close(fd);  // the MR holds its own reference to the dmabuf
+    if (mr != nullptr) mr_registration_ = "dmabuf";
+  }
   if (mr == nullptr) {
-    *reason = errno_text("ibv_reg_dmabuf_mr");
-    return false;
+    mr = ibv_reg_mr(pd_, ptr, bytes, kRdmaAccess);
+    if (mr == nullptr) {
+      *reason = "memory region of " + std::to_string(bytes) + " bytes: dmabuf: " + dmabuf_reason + "; by address: " +
+                errno_text("ibv_reg_mr");
+      return false;
+    }
+    mr_registration_ = "va";
   }
   mrs_.push_back(mr);
   *lkey = mr->lkey;

@@ -1,5 +1,6 @@
 // gicomm-mlx5-probe: checks the real-NIC path of mini-gda on this host, step by step: mlx5 device
-// with DEVX; UAR; UAR mapped into GPU 0; GPU memory as a dmabuf umem and MR; a collapsed CQ and an
+// with DEVX; UAR; UAR mapped into GPU 0; GPU memory as a umem and MR (dmabuf, else by address); a
+// collapsed CQ and an
 // RC QP on it (queues in GPU memory, as NVSHMEM IBGDA places them); the QP connected to itself;
 // one 8-byte inline RDMA write posted from the host with the shared encoders (WQE and dbrec copied
 // into GPU memory, 8-byte doorbell to the UAR) and its CQE and payload checked.
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
   int ngpu = 0;
   if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0) return fail(name, "no CUDA GPU visible", 3);
   uint64_t* gpu_db = nullptr;
-  if (!dev->map_uar_to_gpu(0, &gpu_db, &reason)) return fail(name, reason, 1);
+  if (!dev->map_uar_to_gpu(0, gicomm::mlx5dev::DoorbellTarget::automatic, &gpu_db, &reason)) return fail(name, reason, 1);
   // One 2 MiB GPU buffer: CQE at 0, CQ dbrec at 4096, QP dbrec at 4160, SQ (64 WQEBBs) at 8192,
   // payload target at 1 MiB.
   const size_t kBytes = 2 << 20, kCqDbr = 4096, kQpDbr = 4160, kSq = 8192, kData = 1 << 20;
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   gicomm::mlx5dev::Umem umem;
   gicomm::mlx5dev::Cq cq;
   gicomm::mlx5dev::Qp qp;
-  if (!dev->register_gpu_umem(buf, kBytes, &umem, &reason)) return fail(name, reason, 1);
+  if (!dev->register_umem(buf, kBytes, &umem, &reason)) return fail(name, reason, 1);
   if (!dev->create_cq(umem, 0, kCqDbr, &cq, &reason)) return fail(name, reason, 1);
   if (!dev->create_rc_qp(umem, kSq, 6, umem, kQpDbr, cq.cqn, &qp, &reason)) return fail(name, reason, 1);
   gicomm::mlx5dev::ConnectParams params;
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
   if (!dev->local_address(qp, params, &self, &reason)) return fail(name, reason, 1);
   if (!dev->connect_rc_qp(qp, self, params, &reason)) return fail(name, reason, 1);
   uint32_t lkey = 0, rkey = 0;
-  if (!dev->register_dmabuf_mr(buf, kBytes, umem.dmabuf_fd, &lkey, &rkey, &reason)) return fail(name, reason, 1);
+  if (!dev->register_mr(buf, kBytes, &lkey, &rkey, &reason)) return fail(name, reason, 1);
   // Post one signaled 8-byte inline RDMA write to ourselves.
   const uint64_t value = 0x6769636f6d6d2121ull;
   m::WqeHeader h;
@@ -93,9 +94,10 @@ int main(int argc, char** argv) {
   uint64_t landed = 0;
   cudaMemcpy(&landed, buf + kData, 8, cudaMemcpyDeviceToHost);
   if (landed != value) return fail(name, "the test write completed but its payload is wrong", 1);
-  std::printf("gicomm-mlx5-probe: %s: DEVX ok, pdn %u, UAR %s mapped into GPU 0, dmabuf umem %u, CQ 0x%x, "
-              "RC QP 0x%x connected to itself, 8-byte write completed and verified\n",
-              name.c_str(), dev->pdn(), dev->uar_type(), umem.id, cq.cqn, qp.qpn);
+  std::printf("gicomm-mlx5-probe: %s (%s): DEVX ok, pdn %u, UAR %s mapped into GPU 0 (%s), umem %u (%s), MR (%s), "
+              "CQ 0x%x, RC QP 0x%x connected to itself, 8-byte write completed and verified\n",
+              name.c_str(), gicomm::mlx5dev::rdma_provider().c_str(), dev->pdn(), dev->uar_type(), dev->doorbell_target(),
+              umem.id, umem.registration, dev->mr_registration(), cq.cqn, qp.qpn);
 #else
   std::printf("gicomm-mlx5-probe: %s: DEVX ok, pdn %u, UAR %s (no CUDA in this build: GPU path not checked)\n",
               name.c_str(), dev->pdn(), dev->uar_type());

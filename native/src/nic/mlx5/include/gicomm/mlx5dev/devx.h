@@ -1,27 +1,35 @@
 // Real ConnectX backend for mini-gda: the DEVX objects NVSHMEM IBGDA builds (ibgda.cpp), reduced
-// to what mini-gda needs, on rdma-core's mlx5dv API.
+// to what mini-gda needs, on rdma-core's mlx5dv API. The same calls run unmodified over gicomm's
+// emulated rdma-core (native/emu), which is how they are tested on machines without a NIC.
 //
 //   DevxDevice::open()        first (or the named) mlx5 device, DEVX context, PD and its pdn
 //   alloc_uar()               mlx5dv_devx_alloc_uar: NC_DEDICATED, then NC, then BF (NVSHMEM's order)
-//   map_uar_to_gpu()          cudaHostRegister(IoMemory | Mapped | Portable) of the UAR page and
-//                             cudaHostGetDevicePointer: the GPU's 8-byte doorbell target (needs the
-//                             nvidia module option PeerMappingOverride=1 on most systems)
-//   register_gpu_umem()       GPU memory (queues) as a DEVX umem through a dmabuf fd from
-//                             cuMemGetHandleForAddressRange (driver API, loaded with dlopen so hosts
-//                             without a GPU driver still build and run the failure path)
+//   map_uar_to_gpu()          the GPU's 8-byte doorbell target, chosen explicitly (DoorbellTarget):
+//                               uar-iomem    cudaHostRegister(IoMemory | Mapped | Portable) of the
+//                                            UAR page: a real UAR (BAR) page; needs the nvidia
+//                                            module option PeerMappingOverride=1 on most systems
+//                               pinned-host  cudaHostRegister(Mapped | Portable) of the UAR page:
+//                                            only an ordinary page passes (the emulated device's
+//                                            UAR); the GPU's doorbell store lands in host memory
+//                               auto         uar-iomem, and pinned-host when the driver refuses
+//                                            IoMemory for the page; doorbell_target() says which
+//   register_umem()           queue memory as a DEVX umem: a dmabuf (GPU memory, through
+//                             cuMemGetHandleForAddressRange, loaded with dlopen so hosts without a
+//                             GPU driver still build and run the failure path) and, when that is
+//                             refused or the memory is not GPU memory, by address
 //   create_cq()               DEVX CREATE_CQ on a umem: collapsed (cc=1), overrun ignore (oi=1),
 //                             64-byte CQEs, as NVSHMEM creates its CQs
-//   create_rc_qp()            DEVX CREATE_QP: RC, send queue in a umem (GPU memory), dbrec in a umem,
+//   create_rc_qp()            DEVX CREATE_QP: RC, send queue in a umem, dbrec in a umem,
 //                             zero-size RQ, the UAR page above
 //   connect_rc_qp()           RST2INIT, INIT2RTR, RTR2RTS to a remote (or the same) QP, IB (LID) or
 //                             RoCE (GID)
-//   register_dmabuf_mr()      ibv_reg_dmabuf_mr of GPU memory: the lkey/rkey the WQEs carry
-//   export_dmabuf()           a dmabuf fd for a GPU range (page-aligned), for register_dmabuf_mr
+//   register_mr()             a memory region for the WQEs' keys: dmabuf first (GPU memory), then
+//                             ibv_reg_mr by address; mr_registration() says which
 //   destroy() / release()     QP, CQ and umem teardown (QPs before their CQ, both before the umem)
 //
-// PRM layouts (bit offsets) are from mlx5_ifc.h (struct mlx5_ifc_*_bits). None of this has run
-// against a NIC (there is none on our machines); the failure path (no device) is tested. Every
-// step returns false with a one-line reason naming the command and the firmware status/syndrome.
+// PRM layouts (bit offsets) are in gicomm/mlx5dev/prm.h, checked against the kernel's mlx5_ifc.h
+// by a test. Every step returns false with a one-line reason naming the command and the status and
+// syndrome the device returned.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +51,7 @@ struct Umem {
   mlx5dv_devx_umem* umem = nullptr;
   uint32_t id = 0;
   int dmabuf_fd = -1;
+  const char* registration = "none";  // "dmabuf" or "va" (by address)
 };
 
 struct Cq {
@@ -72,6 +81,17 @@ struct ConnectParams {
   uint8_t rnr_retry = 7;
 };
 
+// Where the GPU's doorbell store goes (see map_uar_to_gpu above).
+enum class DoorbellTarget { automatic, uar_iomem, pinned_host };
+// "auto", "uar-iomem", "pinned-host" <-> DoorbellTarget; false for any other name.
+bool parse_doorbell_target(const std::string& name, DoorbellTarget* out);
+const char* doorbell_target_name(DoorbellTarget t);
+
+// Which rdma-core answers in this process: "emulated" (gicomm's emulated rdma-core, first on
+// LD_LIBRARY_PATH) or "system rdma-core <version>" (from the loaded libibverbs' file name), or
+// "unknown" when neither can be told.
+std::string rdma_provider();
+
 class DevxDevice {
  public:
   // Opens the mlx5 device `name` (empty: the first one). nullptr and a one-line reason on failure.
@@ -88,10 +108,12 @@ class DevxDevice {
   void* uar_host_page() const;     // the UAR page (BAR) as mapped into this process
   void* uar_host_doorbell() const; // its doorbell register (reg_addr: the page + the BF offset)
   uint32_t uar_page_id() const;    // page_id for the CQ/QP contexts
-  // The GPU's pointer to the UAR doorbell register (offset 0x800 of the page, the send doorbell).
-  bool map_uar_to_gpu(int gpu, uint64_t** gpu_doorbell, std::string* reason);
+  // The GPU's pointer to the UAR doorbell register (offset 0x800 of the page, the send doorbell),
+  // registered as `want` asks. doorbell_target() then names what was done.
+  bool map_uar_to_gpu(int gpu, DoorbellTarget want, uint64_t** gpu_doorbell, std::string* reason);
+  const char* doorbell_target() const { return doorbell_target_; }  // "none" before map_uar_to_gpu
 
-  bool register_gpu_umem(void* gpu_ptr, size_t bytes, Umem* out, std::string* reason);
+  bool register_umem(void* ptr, size_t bytes, Umem* out, std::string* reason);
   // A collapsed CQ of 1 CQE whose buffer and doorbell record live in `umem` at the given offsets.
   bool create_cq(const Umem& umem, uint64_t cqe_offset, uint64_t dbrec_offset, Cq* out, std::string* reason);
   // An RC QP whose send queue (2^log_sq_wqebbs WQEBBs) is at wq_offset of `wq` and whose doorbell
@@ -101,10 +123,10 @@ class DevxDevice {
   // This QP's address as a peer sees it (port LID and the GID at params.gid_index).
   bool local_address(const Qp& qp, const ConnectParams& params, QpAddress* out, std::string* reason);
   bool connect_rc_qp(const Qp& qp, const QpAddress& remote, const ConnectParams& params, std::string* reason);
-  // Registers GPU memory (exported as dmabuf) for RDMA; returns lkey and rkey. `gpu_ptr` is both
-  // the MR's address (iova) and the start of the dmabuf `dmabuf_fd` exports (offset 0).
-  bool register_dmabuf_mr(void* gpu_ptr, size_t bytes, int dmabuf_fd, uint32_t* lkey, uint32_t* rkey,
-                          std::string* reason);
+  // Registers [ptr, ptr + bytes) for RDMA (local and remote read/write/atomic); returns lkey and
+  // rkey. GPU memory goes through a dmabuf of the page-rounded range first.
+  bool register_mr(void* ptr, size_t bytes, uint32_t* lkey, uint32_t* rkey, std::string* reason);
+  const char* mr_registration() const { return mr_registration_; }  // of the last register_mr
   // A dmabuf fd for [gpu_ptr, gpu_ptr + bytes): both page-aligned, inside one allocation.
   static bool export_dmabuf(void* gpu_ptr, size_t bytes, int* fd, std::string* reason);
   static void destroy(Qp* qp);
@@ -119,6 +141,8 @@ class DevxDevice {
   uint32_t pdn_ = 0;
   mlx5dv_devx_uar* uar_ = nullptr;
   const char* uar_type_ = "none";
+  const char* doorbell_target_ = "none";
+  const char* mr_registration_ = "none";
   void* registered_uar_ = nullptr;
   std::vector<ibv_mr*> mrs_;
 };

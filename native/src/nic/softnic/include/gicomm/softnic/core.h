@@ -277,4 +277,184 @@ GICOMM_HD void service_one_wqe(QpState& q, const Tables& tables, Mem& mem, Count
   q.ci += nbb;
 }
 
+// ---- requester/responder split --------------------------------------------------------------------
+// The functions below serve engines whose responder is another QP with its own key table (the
+// emulated rdma-core: two emulated devices, or two processes over a wire) and that execute the
+// two-sided and read-type opcodes as well: RDMA read, compare-and-swap, send (with immediate) and
+// responder completions. execute_wqe above stays the one-table fast path of the softnic engines.
+
+constexpr uint8_t kOpcodeSendImm = 0x0b;  // MLX5_OPCODE_SEND_IMM (wqe.h has the others)
+
+constexpr uint8_t kCqeRespSend = 2;     // MLX5_CQE_RESP_SEND
+constexpr uint8_t kCqeRespSendImm = 3;  // MLX5_CQE_RESP_SEND_IMM
+
+constexpr uint8_t kSyndromeBadResp = 0x10;           // MLX5_CQE_SYNDROME_BAD_RESP_ERR
+constexpr uint8_t kSyndromeTransportRetryExc = 0x15;  // MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR
+constexpr uint8_t kSyndromeRnrRetryExc = 0x16;       // MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR
+constexpr uint8_t kSyndromeRemoteAborted = 0x22;     // MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR
+
+constexpr uint32_t kMaxWrSge = mlx5::kMaxDs;  // data segments one decoded WQE can carry
+
+struct Sge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+
+// One send WQE, decoded (no memory touched yet).
+struct SendWr {
+  uint8_t opcode = 0;
+  uint8_t opmod = 0;
+  uint8_t fm_ce_se = 0;
+  uint16_t wqe_index = 0;
+  uint32_t qpn = 0;
+  uint32_t ds = 0;
+  uint32_t imm_raw = 0;             // as stored (wire order)
+  uint64_t raddr = 0;
+  uint32_t rkey = 0;
+  uint64_t swap_add = 0;            // atomics: the swap value (CS) or the addend (FA), host order
+  uint64_t compare = 0;             // atomics: the compare value (CS), host order
+  uint32_t num_sge = 0;             // pointer data: gather list (write, send) or scatter list (read, atomic)
+  Sge sge[kMaxWrSge];
+  const uint8_t* inline_data = nullptr;  // inline payload, inside the decoded image
+  uint32_t inline_len = 0;
+  uint64_t length = 0;              // message bytes (sum of the list, or the inline length)
+  bool has_av = false;              // DC: an address vector follows the ctrl segment
+  mlx5::Seg16 av;                   // its first 16 bytes (DCT number, DC key)
+};
+
+GICOMM_HD bool opcode_has_raddr(uint8_t op) {
+  return op == mlx5::kOpcodeRdmaWrite || op == mlx5::kOpcodeRdmaWriteImm || op == mlx5::kOpcodeRdmaRead ||
+         op == mlx5::kOpcodeAtomicCs || op == mlx5::kOpcodeAtomicFa;
+}
+GICOMM_HD bool opcode_is_atomic(uint8_t op) { return op == mlx5::kOpcodeAtomicCs || op == mlx5::kOpcodeAtomicFa; }
+
+// Decodes the WQE in `img` (ctrl, optional DC AV, raddr, atomic and data/inline segments, as the
+// mlx5 provider lays them out). Returns 0, or the syndrome a ConnectX reports for a malformed WQE
+// (LOCAL_QP_OP for a bad opcode or layout, LOCAL_LENGTH for an inline run or atomic size that does
+// not fit). `img` must hold every WQEBB the ctrl segment's ds covers.
+GICOMM_HD uint8_t decode_send_wqe(const mlx5::WqeImage& img, bool dc, SendWr* wr) {
+  using namespace gicomm::mlx5;
+  const CtrlFields c = decode_ctrl(img.seg[0]);
+  wr->opcode = c.opcode;
+  wr->opmod = c.opmod;
+  wr->fm_ce_se = c.fm_ce_se;
+  wr->wqe_index = c.wqe_index;
+  wr->qpn = c.qpn;
+  wr->ds = c.ds;
+  wr->imm_raw = c.imm_raw;
+  wr->num_sge = 0;
+  wr->inline_data = nullptr;
+  wr->inline_len = 0;
+  wr->length = 0;
+  wr->has_av = false;
+  if (c.ds == 0 || c.ds > kMaxDs) return kSyndromeLocalQpOp;
+  const uint8_t op = c.opcode;
+  const bool known = op == kOpcodeNop || op == kOpcodeSend || op == kOpcodeSendImm || opcode_has_raddr(op);
+  if (!known) return kSyndromeLocalQpOp;
+  if (op == kOpcodeNop) return 0;
+  uint32_t n = 1;
+  if (dc) {
+    wr->has_av = true;
+    wr->av = img.seg[1];
+    n += (from_be32(img.seg[1].w[2]) & kExtendedUdAv) != 0 ? 3 : 1;
+  }
+  if (opcode_has_raddr(op)) {
+    if (n >= c.ds) return kSyndromeLocalQpOp;
+    wr->raddr = decode_raddr(img.seg[n], &wr->rkey);
+    ++n;
+  }
+  if (opcode_is_atomic(op)) {
+    if (n + 2 != c.ds) return kSyndromeLocalQpOp;
+    const Seg16& a = img.seg[n];
+    wr->swap_add = from_be64(static_cast<uint64_t>(a.w[0]) | (static_cast<uint64_t>(a.w[1]) << 32));
+    wr->compare = from_be64(static_cast<uint64_t>(a.w[2]) | (static_cast<uint64_t>(a.w[3]) << 32));
+    Sge& s = wr->sge[0];
+    s.addr = decode_data(img.seg[n + 1], &s.length, &s.lkey);
+    if (s.length != 8) return kSyndromeLocalLength;
+    wr->num_sge = 1;
+    wr->length = 8;
+    return 0;
+  }
+  if (n == c.ds) return 0;  // a zero-length write, send or read
+  const bool may_inline = op != kOpcodeRdmaRead;
+  if (may_inline && is_inline_seg(img.seg[n])) {
+    const uint32_t len = inline_length(img.seg[n]);
+    if (n + inline_seg_ds(len) != c.ds) return kSyndromeLocalLength;
+    wr->inline_data = reinterpret_cast<const uint8_t*>(&img.seg[n]) + 4;
+    wr->inline_len = len;
+    wr->length = len;
+    return 0;
+  }
+  for (; n < c.ds; ++n) {
+    Sge& s = wr->sge[wr->num_sge];
+    s.addr = decode_data(img.seg[n], &s.length, &s.lkey);
+    if (s.length > kMaxMessageBytes) return kSyndromeLocalLength;
+    wr->length += s.length;
+    ++wr->num_sge;
+  }
+  if (wr->length > kMaxMessageBytes) return kSyndromeLocalLength;
+  return 0;
+}
+
+// Requester side: every gather/scatter entry names a local region that covers it. Scatter targets
+// (RDMA read and atomic responses) need local write access.
+GICOMM_HD uint8_t check_local_sges(const Tables& t, const SendWr& wr) {
+  const bool scatter = wr.opcode == mlx5::kOpcodeRdmaRead || opcode_is_atomic(wr.opcode);
+  const uint32_t need = scatter ? kAccessLocalWrite : 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) {
+    if (wr.sge[i].length == 0) continue;
+    if (check_key(t, wr.sge[i].lkey, wr.sge[i].addr, wr.sge[i].length, need) == nullptr) return mlx5::kSyndromeLocalProt;
+  }
+  return 0;
+}
+
+// Responder side of a one-sided operation on [raddr, raddr + length): the rkey's region covers it
+// and grants the access the opcode needs; atomics are 8 bytes on an 8-byte boundary. Returns 0 or
+// the syndrome the requester's error CQE carries.
+GICOMM_HD uint8_t check_remote_op(const Tables& t, uint8_t opcode, uint64_t raddr, uint32_t rkey, uint64_t length,
+                                  const MrEntry** region) {
+  uint32_t need = kAccessRemoteWrite;
+  if (opcode == mlx5::kOpcodeRdmaRead) need = kAccessRemoteRead;
+  if (opcode_is_atomic(opcode)) {
+    if ((raddr & 7) != 0) return mlx5::kSyndromeRemoteInvalReq;
+    need = kAccessRemoteAtomic;
+    length = 8;
+  }
+  const MrEntry* e = check_key(t, rkey, raddr, length, need);
+  if (e == nullptr && length == 0) {
+    // A zero-length operation needs no valid key (no memory is touched).
+    *region = nullptr;
+    return 0;
+  }
+  if (e == nullptr) return mlx5::kSyndromeRemoteAccess;
+  *region = e;
+  return 0;
+}
+
+// The value an atomic leaves in memory, given the value it found there.
+GICOMM_HD uint64_t atomic_result(uint8_t opcode, uint64_t old, uint64_t swap_add, uint64_t compare) {
+  if (opcode == mlx5::kOpcodeAtomicFa) return old + swap_add;
+  return old == compare ? swap_add : old;
+}
+
+// Responder CQE (receive of a send, send with immediate or write with immediate). `imm_raw` as the
+// WQE carried it; `src_qpn` is the requester's QP. The body is built in `c`; the tail is returned.
+GICOMM_HD uint32_t encode_resp_cqe(mlx5::Cqe64& c, uint16_t wqe_counter, uint32_t qpn, uint8_t cqe_opcode,
+                                   uint32_t byte_cnt, uint32_t imm_raw, uint32_t src_qpn, uint8_t owner) {
+  for (int i = 0; i < 15; ++i) c.w[i] = 0;
+  c.w[24 / 4] = to_be32(src_qpn & 0xffffff);  // flags_rqpn
+  c.w[mlx5::kCqeOffImm / 4] = imm_raw;
+  c.w[mlx5::kCqeOffByteCnt / 4] = to_be32(byte_cnt);
+  c.w[mlx5::kCqeOffQpn / 4] = to_be32(qpn & 0xffffff);
+  return static_cast<uint32_t>(to_be16(wqe_counter)) | (static_cast<uint32_t>((cqe_opcode << 4) | (owner & 1)) << 24);
+}
+
+// Responder error CQE (MLX5_CQE_RESP_ERR): a receive that failed or was flushed.
+GICOMM_HD uint32_t encode_resp_err_cqe(mlx5::Cqe64& c, uint16_t wqe_counter, uint32_t qpn, uint8_t syndrome,
+                                       uint8_t owner) {
+  const uint32_t tail = mlx5::encode_err_cqe(c, wqe_counter, qpn, 0, syndrome, 0, owner);
+  return (tail & 0x00ffffffu) | (static_cast<uint32_t>((mlx5::kCqeRespErr << 4) | (owner & 1)) << 24);
+}
+
 }  // namespace gicomm::softnic

@@ -1,0 +1,143 @@
+// Emulated devices (GICOMM_EMU_DEVICES, GICOMM_EMU_NODE) and error reporting.
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "emu.h"
+
+namespace gicomm::emu {
+
+namespace {
+
+int log_level() {
+  static const int level = [] {
+    const char* v = std::getenv("GICOMM_EMU_LOG");
+    if (v == nullptr || std::strcmp(v, "errors") == 0) return 1;
+    if (std::strcmp(v, "quiet") == 0) return 0;
+    if (std::strcmp(v, "verbose") == 0) return 2;
+    std::fprintf(stderr, "gicomm-emu: GICOMM_EMU_LOG='%s' is not one of quiet, errors, verbose; using errors\n", v);
+    return 1;
+  }();
+  return level;
+}
+
+std::string g_spec_error;
+
+// GID helpers: link-local fe80::<GUID>, and the IPv4-mapped ::ffff:a.b.c.d of RoCE v2.
+ibv_gid link_local(uint64_t guid) {
+  ibv_gid g{};
+  g.raw[0] = 0xfe;
+  g.raw[1] = 0x80;
+  for (int i = 0; i < 8; ++i) g.raw[8 + i] = static_cast<uint8_t>(guid >> (56 - 8 * i));
+  return g;
+}
+ibv_gid ipv4_mapped(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
+  ibv_gid g{};
+  g.raw[10] = 0xff;
+  g.raw[11] = 0xff;
+  g.raw[12] = a;
+  g.raw[13] = b;
+  g.raw[14] = c;
+  g.raw[15] = d;
+  return g;
+}
+
+constexpr uint32_t kMaxDevices = 8;
+constexpr uint32_t kMaxNode = 0x17fe;  // lid = node * 8 + index + 1 stays a unicast LID (< 0xc000)
+
+uint32_t node_id() {
+  const char* v = std::getenv("GICOMM_EMU_NODE");
+  if (v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 0);
+    if (*end == '\0' && n >= 1 && n <= kMaxNode) return static_cast<uint32_t>(n);
+    g_spec_error += "GICOMM_EMU_NODE='" + std::string(v) + "' is not an integer in 1.." + std::to_string(kMaxNode) +
+                    "; using one derived from the process id. ";
+  }
+  return static_cast<uint32_t>(getpid()) % kMaxNode + 1;
+}
+
+std::vector<DeviceSpec> parse_specs() {
+  const char* env = std::getenv("GICOMM_EMU_DEVICES");
+  const std::string list = env != nullptr ? env : "mlx5_0:ib,mlx5_1:roce";
+  const uint32_t node = node_id();
+  std::vector<DeviceSpec> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    const std::string name = item.substr(0, colon);
+    const std::string link = colon == std::string::npos ? "ib" : item.substr(colon + 1);
+    bool name_ok = !name.empty() && name.size() < 64;
+    for (char ch : name) name_ok = name_ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
+    if (!name_ok || (link != "ib" && link != "roce")) {
+      g_spec_error += "GICOMM_EMU_DEVICES entry '" + item +
+                      "' is not NAME:ib or NAME:roce (NAME: letters, digits, '_'; the list is comma separated). ";
+      continue;
+    }
+    if (out.size() == kMaxDevices) {
+      g_spec_error += "GICOMM_EMU_DEVICES lists more than " + std::to_string(kMaxDevices) + " devices; '" + item +
+                      "' and later ones are left out. ";
+      break;
+    }
+    DeviceSpec d;
+    d.name = name;
+    d.index = static_cast<uint32_t>(out.size());
+    d.node = node;
+    d.roce = link == "roce";
+    d.guid = 0x0002c90300000000ull | (uint64_t(node) << 8) | d.index;
+    d.lid = d.roce ? 0 : static_cast<uint16_t>(node * kMaxDevices + d.index + 1);
+    const ibv_gid ll = link_local(d.guid);
+    if (d.roce) {
+      const ibv_gid v4 = ipv4_mapped(127, static_cast<uint8_t>(node >> 8), static_cast<uint8_t>(node),
+                                     static_cast<uint8_t>(d.index + 1));
+      d.gids = {{ll, IBV_GID_TYPE_ROCE_V1}, {ll, IBV_GID_TYPE_ROCE_V2}, {v4, IBV_GID_TYPE_ROCE_V1}, {v4, IBV_GID_TYPE_ROCE_V2}};
+    } else {
+      d.gids = {{ll, IBV_GID_TYPE_IB}};
+    }
+    out.push_back(d);
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (out[i].name == out[j].name) g_spec_error += "GICOMM_EMU_DEVICES names " + out[i].name + " twice. ";
+  if (!g_spec_error.empty()) std::fprintf(stderr, "gicomm-emu: %s\n", g_spec_error.c_str());
+  return out;
+}
+
+}  // namespace
+
+const std::vector<DeviceSpec>& device_specs() {
+  static const std::vector<DeviceSpec> specs = parse_specs();
+  return specs;
+}
+
+const std::string& device_spec_error() {
+  device_specs();
+  return g_spec_error;
+}
+
+int fail(int err, const char* call, const std::string& object, const std::string& reason) {
+  if (log_level() >= 1)
+    std::fprintf(stderr, "gicomm-emu: %s: %s: %s (%s)\n", call, object.c_str(), reason.c_str(), std::strerror(err));
+  errno = err;
+  return err;
+}
+
+void note(const std::string& line) {
+  if (log_level() >= 2) std::fprintf(stderr, "gicomm-emu: %s\n", line.c_str());
+}
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace gicomm::emu
