@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from gicomm.catalogue import FIGURE_IDS, PAPER_EXPERIMENTS, TABLE_IDS
 from gicomm.layout import MODEL_FIGURES, MODEL_OUTPUTS
-from gicomm.paper import FIGURE_IDS, PAPER_EXPERIMENTS, TABLE_IDS
 
-# A campaign wildcard that never captures the cross-campaign folder results/combined/.
-ONE_CAMPAIGN = r"(?!combined/)[A-Za-z0-9][A-Za-z0-9_.-]*"
+# A campaign wildcard that never captures the folders shared by campaigns (results/combined/,
+# results/model/).
+ONE_CAMPAIGN = r"(?!(?:combined|model)/)[A-Za-z0-9][A-Za-z0-9_.-]*"
+# The model's outputs made once: its validation against the paper, and per platform its sweeps.
+MODEL_VALIDATION = "results/model/validation.csv"
 
 
 class LayoutLike(Protocol):
@@ -53,18 +56,31 @@ def model_figures(campaign: str) -> list[str]:
     ]
 
 
-def model_tables(campaign: str) -> list[str]:
-    """The model stage's CSVs a campaign report shows (every output but params.json)."""
-    return [f"results/{campaign}/model/{f}" for f in MODEL_OUTPUTS if f.endswith(".csv")]
+def model_predictions(platform: str) -> str:
+    return f"results/model/{platform}/predictions.csv"
+
+
+def model_tables(campaign: str, platform: str) -> dict[str, str]:
+    """The model's CSVs a campaign report shows, by name: the campaign's calibration and the model
+    at its points, the shared validation, and the platform's predictions."""
+    own = {f.removesuffix(".csv"): f"results/{campaign}/model/{f}" for f in MODEL_OUTPUTS
+           if f.endswith(".csv")}  # fmt: skip
+    return own | {"validation": MODEL_VALIDATION, "predictions": model_predictions(platform)}
 
 
 def campaign_tables(campaign: str) -> list[str]:
     return [f"results/{campaign}/report/tables/{t}.csv" for t in TABLE_IDS]
 
 
-def comparison_figures(layout: LayoutLike) -> list[str]:
+def combined_index(campaign: str) -> str:
+    """The page that sets the campaign beside every archived one (only the configured campaign
+    has one, so a side campaign never overwrites another's)."""
+    return f"results/{campaign}/report/combined/index.html"
+
+
+def comparison_figures(layout: LayoutLike, campaign: str) -> list[str]:
     return [
-        f"results/combined/report/figures/{e}.{ext}"
+        f"results/{campaign}/report/combined/figures/{e}.{ext}"
         for e in all_experiments(layout)
         for ext in ("png", "svg")
     ]

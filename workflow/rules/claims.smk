@@ -1,5 +1,5 @@
 # Every claim of config/claims.yaml checked against a campaign's aggregates (aggregate.smk).
-from gicomm.paper import FIGURE_IDS, TABLE_IDS  # noqa: E402
+from gicomm.catalogue import FIGURE_IDS, TABLE_IDS  # noqa: E402
 
 ONE_CAMPAIGN = targets.ONE_CAMPAIGN
 
