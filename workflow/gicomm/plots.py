@@ -1,35 +1,34 @@
-"""Figures: one seaborn figure per paper figure (3 to 11) and per experiment, per campaign; and
-one comparison figure per experiment across campaigns. PNG and SVG.
+"""Figures of each experiment (every metric against its sweep, one figure per experiment and
+campaign) and one comparison figure per experiment across campaigns; PNG and SVG. The paper's
+figures, in the paper's form, are drawn by gicomm.paper_figures.
 
-Every figure states its units, the SM clock it ran at and the NIC backend, and says plainly when
-its experiment was not measured and why: a figure is always produced, so the report has no hole.
-Values are medians over independent process runs; bands and whiskers span min..max over runs.
+Every figure states its units, the SM clock it ran at and the NIC backend (and its kind: software
+NIC, emulated NIC, real NIC), and says plainly when its experiment was not measured and why: a
+figure is always produced, so the report has no hole. Values are medians over independent process
+runs; bands and whiskers span min..max over runs.
 """
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from gicomm import CONFIG_DIR  # noqa: E402
 from gicomm.aggregate import param_columns  # noqa: E402
-from gicomm.fits import CLOCK_PARAMS, clock_fit, plateau_power_fit  # noqa: E402
-from gicomm.paper import experiment_names  # noqa: E402
+from gicomm.labels import KIND_NOTE, clock_text, display_unit, nic_kind  # noqa: E402
+from gicomm.status import why_not_measured  # noqa: E402
 from gicomm.yamlio import load_yaml  # noqa: E402
 
 PlotFn = Callable[[pd.DataFrame, dict, plt.Figure], None]
 PLOTS: dict[str, PlotFn] = {}  # per-experiment figure overrides (default: generic_plot)
-DISPLAY_UNIT = {"ns": ("us", 1e-3)}  # latencies are shown in microseconds, as in the paper
 FIGSIZE = (11.5, 4.8)
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -43,18 +42,16 @@ def figure_spec(experiment: str) -> dict:
 
 
 def clock_label(df: pd.DataFrame) -> str:
-    clocks = pd.to_numeric(df.get("sm_clock_mhz"), errors="coerce").dropna()
-    if clocks.empty:
-        return "SM clock: n/a (no GPU in this measurement)"
-    lo, hi = clocks.min(), clocks.max()
-    return f"SM clock {lo:.0f} MHz" if hi - lo < 1 else f"SM clock {lo:.0f}-{hi:.0f} MHz"
+    text = clock_text(df["sm_clock_mhz"] if "sm_clock_mhz" in df else pd.Series(dtype=float))
+    return text if text.startswith("SM clock") else f"SM clock {text}"
 
 
 def backend_label(df: pd.DataFrame) -> str:
-    backends = sorted(df["nic_backend"].dropna().astype(str).unique())
-    text = ", ".join(backends) or "n/a"
-    if any(b.startswith("softnic") for b in backends):
-        text += " (software NIC: model numbers, not real-NIC numbers)"
+    """'NIC backend: softnic-gpu (software NIC: model numbers, not real-NIC numbers)'."""
+    provider = df["rdma_provider"] if "rdma_provider" in df else pd.Series(None, index=df.index)
+    rows = zip(df["nic_backend"], provider, strict=True)
+    pairs = sorted({(str(b), nic_kind(b, p)) for b, p in rows if pd.notna(b)})
+    text = ", ".join(f"{b} ({KIND_NOTE[k]})" for b, k in pairs) or "n/a"
     return f"NIC backend: {text}"
 
 
@@ -66,8 +63,8 @@ def subtitle(df: pd.DataFrame) -> str:
 def display(d: pd.DataFrame) -> pd.DataFrame:
     """Add value/lo/hi/disp_unit columns: p50 with min..max over runs, in display units."""
     d = d.copy()
-    scale = d["unit"].map(lambda u: DISPLAY_UNIT.get(str(u), (str(u), 1.0))[1]).astype(float)
-    d["disp_unit"] = d["unit"].map(lambda u: DISPLAY_UNIT.get(str(u), (str(u), 1.0))[0])
+    scale = d["unit"].map(lambda u: display_unit(u)[1]).astype(float)
+    d["disp_unit"] = d["unit"].map(lambda u: display_unit(u)[0])
     lo = d["p50_min"] if "p50_min" in d else d["p50"]
     hi = d["p50_max"] if "p50_max" in d else d["p50"]
     d["value"], d["lo"], d["hi"] = d["p50"] * scale, lo * scale, hi * scale
@@ -261,175 +258,11 @@ def metric_panels(
     return list(axes)
 
 
-# ---- one function per paper figure --------------------------------------------------------------
-def fig03_inline_payload(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """Issue and put+completion against inline size; message rate at 16 QPs x 16 WQEs/doorbell."""
-    metric_panels(fig, d, ["issue_ns", "completion_ns", "msg_rate"], ["size", "inline_bytes"])
-
-
-def fig04_completion_scope(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """Put+completion against QPs per peer, all-QP against used-QP quiet."""
-    metric_panels(fig, d, ["completion_ns", "rtt_ns"], ["qps_per_peer", "qps"], logx=True)
-
-
-def fig05_sm_clock(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """Issue and completion time against 1/f with the least-squares fit T = C/f + B."""
-    metrics = [m for m in ("issue_ns", "completion_ns") if m in set(d["metric"])]
-    metrics += sorted(set(d["metric"]) - set(metrics))
-    axes = panel_grid(fig, len(metrics))
-    for ax, metric in zip(axes, metrics, strict=True):
-        dm = display(d[d["metric"] == metric])
-        dm["series"] = series_labels(dm, exclude=[f"param_{n}" for n in CLOCK_PARAMS])
-        dm["inv_f"] = 1000.0 / dm["sm_clock_mhz"]  # 1/GHz
-        sns.scatterplot(data=dm, x="inv_f", y="value", hue="series", ax=ax)
-        for s, g in dm.groupby("series"):
-            fit = clock_fit(g["sm_clock_mhz"], g["p50"])
-            if fit is None:
-                continue
-            xs = np.linspace(g["inv_f"].min(), g["inv_f"].max(), 20)
-            scale = float(g["value"].iloc[0] / g["p50"].iloc[0]) if g["p50"].iloc[0] else 1.0
-            ax.plot(xs, (fit.c_cycles * xs + fit.b_ns) * scale, "--", linewidth=1)
-            ax.annotate(
-                f"{s}: C={fit.c_cycles:.0f} cyc, B={fit.b_ns / 1000:.2f} us, R2={fit.r2:.3f}",
-                xy=(0.02, 0.95 - 0.07 * list(dm["series"].unique()).index(s)),
-                xycoords="axes fraction", fontsize=7,
-            )  # fmt: skip
-        ax.set_xlabel("1 / SM clock [1/GHz]")
-        ylabel(ax, dm, metric)
-        _legend(ax)
-
-
-def fig06_loaded_rtt(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """RTT p50 against background CTAs, shared against reserved queue; load carried."""
-    metric_panels(fig, d, ["rtt_ns", "bulk_msg_rate", "msg_rate"],
-                  ["bulk_ctas", "bg_ctas", "background_ctas"], logy=True,
-                  keep=["queue", "pace_mmsgs"])  # fmt: skip
-
-
-def fig07_proxy_msgrate(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """Proxy message rate against batch per post, per worker count, cold and warm cores."""
-    metric_panels(fig, d, ["msg_rate"], ["batch"], logx=True, keep=["workers", "state"],
-                  only=True)  # fmt: skip
-
-
-GOODPUT_METRICS = ["goodput_gbps", "goodput"]
-
-
-def fig08_goodput(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """Pipelined goodput against payload size."""
-    ctas = find_param(d, "ctas", "producer_ctas")
-    if ctas is not None:  # Fig. 8 is the full producer count; Fig. 11 shrinks it
-        d = d[pd.to_numeric(d[ctas], errors="coerce") == pd.to_numeric(d[ctas]).max()]
-    axes = metric_panels(fig, d, GOODPUT_METRICS, ["size"], logx=True, keep=["transport"])
-    for ax in axes:
-        if ax.get_title() in GOODPUT_METRICS:
-            ax.text(0.02, 0.02, "paper: 90% of 24.8 GB/s on P-IB", transform=ax.transAxes,
-                    fontsize=7, color="gray")  # fmt: skip
-
-
-def fig09_kernel_cost(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """Useful-throughput loss of the enclosing kernel against live values, per call-site mode
-    and transport; registers per thread with and without the communication code."""
-    loss = d[d["metric"].isin(["throughput_loss_pct"])]
-    regs = d[d["metric"].isin(["registers", "registers_absent", "registers_base"])]
-    if loss.empty and regs.empty:
-        metric_panels(fig, d, [], [])
-        return
-    callers = sorted(loss["param_caller"].dropna().unique()) if "param_caller" in loss else []
-    panels = (callers or [None]) if not loss.empty else []
-    axes = panel_grid(fig, len(panels) + (0 if regs.empty else 1))
-    for ax, caller in zip(axes, panels, strict=False):
-        dm = display(loss if caller is None else loss[loss["param_caller"] == caller])
-        x = find_param(dm, "live") or (varying_params(dm) or [None])[0]
-        dm, note = focus(dm, x, ["param_mode"])
-        if x and dm[x].nunique() >= 2:
-            lines(ax, dm, x)
-        else:
-            bars(ax, dm)
-        ylabel(ax, dm, "throughput_loss_pct")
-        ax.set_title(f"useful-throughput loss, {caller or 'caller'} caller", fontsize=10)
-        if note:
-            ax.text(0.99, 0.01, note, transform=ax.transAxes, ha="right", fontsize=6, color="gray")
-    if not regs.empty:
-        ax = axes[-1]
-        dm = display(regs)
-        live = find_param(dm, "live")
-        if live is not None:
-            dm = dm[dm[live] == dm[live].min()]
-        dm = dm.assign(metric_name=dm["metric"])
-        dm, note = focus(dm, None, ["param_mode"], max_series=12)
-        dm = dm.assign(transport=dm["transport"] + " " + dm["metric_name"])
-        bars(ax, dm)
-        ylabel(ax, dm, "registers")
-        title = f" (live={dm[live].min():g})" if live else ""
-        ax.set_title("registers per thread" + title, fontsize=10)
-
-
-def fig10_connection_scaling(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """Message rate against active connections, with the plateau-plus-power-law fit."""
-    axes = metric_panels(
-        fig, d, ["msg_rate", *GOODPUT_METRICS], ["active_qps", "connections"], logx=True
-    )
-    x = find_param(d, "active_qps", "connections")
-    if x is None:
-        return
-    for ax in axes:
-        dm = display(d[d["metric"] == ax.get_title()])
-        dm["series"] = series_labels(dm, exclude=[x])
-        for i, (s, g) in enumerate(dm.groupby("series")):
-            fit = plateau_power_fit(pd.to_numeric(g[x], errors="coerce"), g["value"])
-            if fit is None:
-                continue
-            xs = np.geomspace(float(g[x].min()), float(g[x].max()), 50)
-            ax.plot(xs, fit.predict(xs), ":", color="black", linewidth=1)
-            ax.annotate(
-                f"{s}: plateau {fit.plateau:.3g}, onset {fit.onset:g}, a={fit.exponent:.2f}",
-                xy=(0.02, 0.05 + 0.07 * i), xycoords="axes fraction", fontsize=7,
-            )  # fmt: skip
-
-
-def fig11_goodput_producers(d: pd.DataFrame, fig: plt.Figure) -> None:
-    """Goodput against size as producer CTAs shrink (16 to 1), and single-op latency."""
-    metric_panels(fig, d, [*GOODPUT_METRICS, "completion_ns", "rtt_ns"], ["size"], logx=True,
-                  keep=["ctas", "producer_ctas"])  # fmt: skip
-
-
-@dataclass(frozen=True)
-class PaperFigure:
-    fig_id: str
-    paper_ref: str
-    experiment: str
-    title: str
-    draw: Callable[[pd.DataFrame, plt.Figure], None]
-
-
-_FIGURES = [
-    ("fig03", "Figure 3", "inline_payload", "Inline against pointer payload", fig03_inline_payload),
-    ("fig04", "Figure 4", "completion_scope", "Completion scope", fig04_completion_scope),
-    ("fig05", "Figure 5", "sm_clock", "SM-clock sensitivity", fig05_sm_clock),
-    ("fig06", "Figure 6", "loaded_rtt", "Round trip under load", fig06_loaded_rtt),
-    ("fig07", "Figure 7", "proxy_msgrate", "Proxy message rate", fig07_proxy_msgrate),
-    ("fig08", "Figure 8", "goodput", "Pipelined goodput against payload", fig08_goodput),
-    ("fig09", "Figure 9", "kernel_cost", "Cost to the enclosing kernel", fig09_kernel_cost),
-    ("fig10", "Figure 10", "connection_scaling", "NIC active-connection scaling",
-     fig10_connection_scaling),
-    ("fig11", "Figure 11", "goodput", "Goodput as producer CTAs shrink", fig11_goodput_producers),
-]  # fmt: skip
-PAPER_FIGURES: dict[str, PaperFigure] = {f[0]: PaperFigure(*f) for f in _FIGURES}
-
-
 # ---- drawing and saving -----------------------------------------------------------------------
 def status_text(records: pd.DataFrame, experiment: str) -> str:
-    d = records[records["experiment"] == experiment] if not records.empty else records
-    if d.empty:
-        return (
-            f"{experiment}: not measured in this campaign\n(no records: the experiment was not "
-            "run here, or is not part of this campaign)"
-        )
-    reasons = d["error"].dropna().astype(str).value_counts()
-    lines_ = [f"{r} ({n} records)" for r, n in reasons.head(6).items()]
-    status = "not runnable here" if set(d["status"]) == {"skipped"} else "not measured"
-    return f"{experiment}: {status}\n\n" + "\n".join(lines_)
+    why = why_not_measured(records, [experiment]) or "no measured value of any metric"
+    head, _, rest = why.partition(": ")
+    return f"{experiment}: {head}\n\n" + "\n".join(textwrap.wrap(rest, 90))
 
 
 def save(fig: plt.Figure, outputs: Sequence[str | Path]) -> None:
@@ -443,28 +276,6 @@ def message_figure(fig: plt.Figure, text: str) -> None:
     ax = fig.subplots()
     ax.axis("off")
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=10)
-
-
-def plot_paper_figure(
-    summary: pd.DataFrame,
-    records: pd.DataFrame,
-    campaign: str,
-    fig_id: str,
-    outputs: Sequence[str | Path],
-) -> None:
-    spec = PAPER_FIGURES[fig_id]
-    names = experiment_names(spec.experiment)
-    d = summary[summary["experiment"].isin(names)] if not summary.empty else summary
-    fig = plt.figure(figsize=FIGSIZE, layout="constrained")
-    measured = sorted(set(d["experiment"])) if not d.empty else [spec.experiment]
-    head = f"{campaign} / {spec.paper_ref}: {spec.title} ({', '.join(measured)})"
-    if d.empty:
-        message_figure(fig, status_text(records, spec.experiment))
-        fig.suptitle(head, fontsize=10)
-    else:
-        spec.draw(d, fig)
-        fig.suptitle(f"{head}\n{subtitle(d)}", fontsize=9)
-    save(fig, outputs)
 
 
 def generic_plot(df: pd.DataFrame, spec: dict, fig: plt.Figure) -> None:
