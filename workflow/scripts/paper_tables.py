@@ -9,6 +9,7 @@ from gicomm.tables import write_tables
 with logged(snakemake):
     tables = write_tables(
         summary=pd.read_csv(snakemake.input.summary, low_memory=False),
+        records=pd.read_csv(snakemake.input.records, low_memory=False),
         fits=pd.read_csv(snakemake.input.fits, low_memory=False),
         out_dir=Path(snakemake.output[0]).parent,
     )
