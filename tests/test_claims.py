@@ -1,5 +1,6 @@
 """config/claims.yaml: valid against its schema, every paper value equal to the paper's cells it
-cites, and verdicts that never let a software NIC reproduce a real-NIC claim."""
+cites, verdicts that never let a software or emulated NIC reproduce a real-NIC claim, and verdicts
+decided on independent runs (too few runs, unstable)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from gicomm.claims import (
     NOT_MEASURABLE,
     NOT_REPRODUCED,
     REPRODUCED,
+    TOO_FEW_RUNS,
+    UNSTABLE,
+    VERDICTS,
     check_claims,
+    decide_settings,
     derive_paper_value,
     load_claims,
 )
@@ -40,9 +45,12 @@ def test_claims_file_is_valid_and_covers_every_paper_experiment():
     assert len(claims) >= 30
     experiments = {c["experiment"] for c in claims}
     assert {
-        "one_op", "ordering", "inline_payload", "completion_scope", "sm_clock", "loaded_rtt",
-        "proxy_msgrate", "goodput", "gpu_msgrate", "kernel_cost", "connection_scaling",
+        "one_op", "gda_one_op", "inline_payload", "completion_scope", "sm_clock", "loaded_rtt",
+        "proxy_msg_rate", "goodput", "gda_msg_rate", "kernel_cost", "connection_scaling",
     } <= experiments  # fmt: skip
+    from gicomm.catalogue import PAPER_EXPERIMENTS
+
+    assert experiments <= set(PAPER_EXPERIMENTS)  # one name per experiment: the catalogue's
     refs = {c["paper_ref"] for c in claims}
     for table in (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16):
         assert f"Table {table}" in refs, table
@@ -75,8 +83,8 @@ def test_invalid_or_duplicate_claims_are_refused(tmp_path: Path):
         load_claims(tmp_path / "dup.yaml")
 
 
-def test_every_claim_gets_one_of_three_verdicts_with_a_reason(verdicts: pd.DataFrame):
-    assert set(verdicts["verdict"]) <= {REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE}
+def test_every_claim_gets_a_verdict_with_a_reason(verdicts: pd.DataFrame):
+    assert set(verdicts["verdict"]) <= set(VERDICTS)
     assert verdicts["reason"].astype(str).str.len().gt(5).all()
     assert len(verdicts) == len(load_claims())
 
@@ -132,7 +140,7 @@ def test_gpu_model_falls_back_to_the_records_platform(synth: dict):
 
 def test_check_kinds_on_hand_made_claims(synth: dict):
     base = {
-        "experiment": "ordering", "paper_ref": "Table 4", "claim": "a test claim",
+        "experiment": "gda_one_op", "paper_ref": "Table 4", "claim": "a test claim",
         "paper": {"value": 3.74, "unit": "ratio", "platform": "P-IB", "derive": "cell",
                   "source": [{"table": "x.csv", "row": {"a": "b"}, "column": "c"}]},
         "requires": {"gpu": [], "real_nic": False, "nodes": 1, "clock_lock": False},
@@ -171,11 +179,11 @@ def test_cold_and_warm_come_from_the_state_param_and_driver_experiments_count():
     from gicomm.tidy import tidy_frame
 
     recs = []
-    for run in range(3):
+    for run in range(5):
         for state, b1, b16 in (("cold", 2.6, 14.4), ("warm", 6.6, 28.6)):
             for batch, rate in ((1, b1), (16, b16)):
                 recs.append(make_record(
-                    experiment="proxy_msgrate", transport="mini-proxy", nic_backend="mlx5",
+                    experiment="proxy_msg_rate", transport="mini-proxy", nic_backend="mlx5",
                     metric="msg_rate", unit="Mmsg/s", run_index=run,
                     params={"mode": "rate", "workers": 1, "batch": batch, "state": state},
                     stats={"n": 5, "p50": rate},
@@ -193,3 +201,80 @@ def test_cold_and_warm_come_from_the_state_param_and_driver_experiments_count():
     # The tuned enqueue of Table 3 (one_op) is found in proxy_one_op, the proxy driver's name.
     assert v.loc["t3-tuned-proxy-enqueue", "verdict"] == REPRODUCED
     assert v.loc["t9-tuned-proxy-p99-warm", "verdict"] == NOT_MEASURABLE
+
+
+# ---- verdicts decided on independent runs ------------------------------------------------------
+def _runs(values: list[float], backend: str = "softnic-cpu", **extra: object) -> pd.DataFrame:
+    """Tidy records of the tuned proxy enqueue (claim t3-tuned-proxy-enqueue: 0.13 us within
+    50%), one per independent run, with the given p50s in ns."""
+    from conftest import make_record
+
+    from gicomm.tidy import tidy_frame
+
+    return tidy_frame([
+        make_record(experiment="proxy_one_op", transport="mini-proxy", nic_backend=backend,
+                    metric="issue_ns", run_index=run, stats={"n": 5, "p50": v},
+                    params={"mode": "issue", "enqueue": "tuned", "state": "cold"}, **extra)
+        for run, v in enumerate(values)
+    ])  # fmt: skip
+
+
+def _verdict(records: pd.DataFrame, claim: str, **decide: object) -> pd.Series:
+    from gicomm.aggregate import summarize_runs
+
+    claims = [c for c in load_claims() if c["id"] == claim]
+    settings = decide_settings() | decide
+    out = check_claims(summarize_runs(records), records, [hardware("c")], claims, settings)
+    return out.set_index("id").loc[claim]
+
+
+def test_min_runs_is_five_by_default_and_configurable():
+    assert decide_settings()["min_runs"] == 5
+    row = _verdict(_runs([130.0, 131.0, 129.0]), "t3-tuned-proxy-enqueue")
+    assert row["verdict"] == TOO_FEW_RUNS and row["runs"] == 3
+    assert "5 are needed" in row["reason"] and "would pass" in row["reason"]
+    row = _verdict(_runs([130.0, 131.0, 129.0]), "t3-tuned-proxy-enqueue", min_runs=3)
+    assert row["verdict"] == REPRODUCED
+
+
+def test_the_interval_over_runs_is_not_their_min_to_max():
+    values = [125.0, 128.0, 130.0, 132.0, 135.0]
+    row = _verdict(_runs(values), "t3-tuned-proxy-enqueue")
+    assert row["verdict"] == REPRODUCED and row["runs"] == 5
+    lo, hi = row["ci_lo"] * 1e3, row["ci_hi"] * 1e3  # us -> ns
+    assert (lo, hi) != (min(values), max(values))
+    assert lo < sum(values) / 5 < hi and 124.0 < lo and hi < 136.0  # t-interval of the mean
+
+
+def test_runs_that_disagree_are_unstable_and_say_so():
+    # 0.13 us within 50%: 0.065..0.195 us. Runs at 0.10 and 0.25 us straddle the edge.
+    row = _verdict(_runs([100.0, 250.0, 110.0, 240.0, 120.0]), "t3-tuned-proxy-enqueue")
+    assert row["verdict"] == UNSTABLE
+    assert "disagree" in row["reason"] and row["spread"] == pytest.approx(2.5)
+    # All runs far outside the tolerance: not reproduced, on the interval.
+    row = _verdict(_runs([400.0, 410.0, 405.0, 395.0, 402.0]), "t3-tuned-proxy-enqueue")
+    assert row["verdict"] == NOT_REPRODUCED
+
+
+def test_emulated_nic_values_never_decide_a_real_nic_claim():
+    from conftest import make_record
+
+    from gicomm.aggregate import summarize_runs
+    from gicomm.tidy import tidy_frame
+
+    recs = [
+        make_record(experiment="one_op", transport="mini-gda", nic_backend="mlx5",
+                    rdma_provider="emulated", metric="issue_ns", run_index=run,
+                    stats={"n": 5, "p50": 700.0}, params={"payload": "inline", "size": 8})
+        for run in range(5)
+    ]  # fmt: skip
+    records = tidy_frame(recs)
+    if "rdma_provider" not in records:  # the tidy table carries it once records do
+        records["rdma_provider"] = "emulated"
+    summary = summarize_runs(records)
+    if "rdma_provider" not in summary:
+        summary["rdma_provider"] = "emulated"
+    claims = [c for c in load_claims() if c["id"] == "t3-minigda-issue"]
+    row = check_claims(summary, records, [hardware("c")], claims).set_index("id").iloc[0]
+    assert row["verdict"] == NOT_MEASURABLE
+    assert "needs an mlx5 NIC" in row["reason"] and "mlx5 (emulated NIC)" in row["reason"]

@@ -1,8 +1,10 @@
 """`make claim CLAIM=<id>`: run only the experiments a claim reads, then print its verdict.
 
 The campaign is `claim-<id>` on the local profile (or the profile given), so a claim's evidence
-lives in its own report: results/claim-<id>/report/index.html. Exit status: 0 reproduced,
-1 not reproduced, 3 not measurable here, 2 bad arguments or a failed pipeline.
+lives in its own report: results/claim-<id>/report/index.html. It measures as many independent
+runs as a verdict needs (config/claims.yaml decide.min_runs). Exit status: 0 reproduced,
+1 not reproduced, 2 bad arguments or a failed pipeline, 3 not measurable here, 4 unstable (the
+runs disagree about the verdict), 5 too few runs.
 """
 
 from __future__ import annotations
@@ -15,10 +17,24 @@ import pandas as pd
 
 from gicomm import REPO_ROOT
 from gicomm.artifact import claim_experiments
-from gicomm.claims import load_claims
+from gicomm.claims import (
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    TOO_FEW_RUNS,
+    UNSTABLE,
+    decide_settings,
+    load_claims,
+)
 from gicomm.config import available_experiments
 
-EXIT = {"reproduced": 0, "not reproduced": 1, "not measurable here": 3}
+EXIT = {
+    REPRODUCED: 0,
+    NOT_REPRODUCED: 1,
+    NOT_MEASURABLE: 3,
+    UNSTABLE: 4,
+    TOO_FEW_RUNS: 5,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     argv_smk = [
         sys.executable, "-m", "snakemake", "--profile", args.profile, "--cores", args.cores,
         "--config", f"campaign={campaign}", f"experiments={names}", f"sweep={args.sweep}",
+        f"runs={decide_settings()['min_runs']}",
         "report={archived: []}", "--", f"results/{campaign}/claims/claims.csv",
         f"results/{campaign}/report/index.html",
     ]  # fmt: skip
@@ -55,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.claim}: {r['claim']}")
     print(f"  paper: {r['paper_value']} {r['paper_unit']} ({r['paper_platform']})")
     print(f"  this run: {r['measured_text'] if isinstance(r['measured_text'], str) else 'n/a'}")
+    print(f"  runs: {int(r['runs'])} (95% interval {r['ci_lo']:.4g}..{r['ci_hi']:.4g})")
     print(f"  verdict: {r['verdict']} ({r['reason']})")
     print(f"  report: results/{campaign}/report/index.html")
     return EXIT.get(str(r["verdict"]), 2)

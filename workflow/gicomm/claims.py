@@ -1,15 +1,20 @@
 """The paper's claims checked against one campaign: paper value | this campaign | verdict.
 
 config/claims.yaml (validated by workflow/schemas/claims.schema.yaml) lists each claim with a
-selector of the measured points, a check and the hardware it needs. A verdict is one of:
+selector of the measured points (gicomm.select), a check and the hardware it needs. The check is
+evaluated on the medians over runs (the value shown) and again on each independent process run
+alone; the verdict is decided on the runs (config/claims.yaml `decide`):
 
-- reproduced: the check passes on this campaign's measurements;
-- not reproduced: measured, and the check fails;
+- reproduced: the 95% Student-t interval of the per-run values lies inside the tolerance (an
+  ordering: it holds in every run);
+- not reproduced: the interval lies wholly outside it (an ordering: it holds in no run);
+- unstable: the interval straddles the edge of the tolerance: the runs disagree about the verdict;
+- too few runs: fewer independent runs than `decide.min_runs` (default 5) measured it;
 - not measurable here: the campaign cannot test it, and the reason says why (the experiment was
-  not run or not runnable here, it needs an mlx5 NIC and only a software NIC was measured, it needs
-  another GPU, locked SM clocks, or the selected points are absent).
+  not run or not runnable here, it needs an mlx5 NIC and only a software or emulated NIC was
+  measured, it needs another GPU, locked SM clocks, or the selected points are absent).
 
-A software NIC (softnic) never reproduces a claim that needs a real NIC.
+A software NIC (softnic) or an emulated NIC never reproduces a claim that needs a real NIC.
 """
 
 from __future__ import annotations
@@ -23,23 +28,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gicomm import CONFIG_DIR, REPO_ROOT
-from gicomm.aggregate import REAL_NIC_BACKENDS
+from gicomm import CONFIG_DIR, labels
+from gicomm.catalogue import PAPER_DIR, experiment_names
 from gicomm.errors import ConfigError
 from gicomm.fits import clock_fit, first_reaching, linear_slope, plateau_power_fit
-from gicomm.paper import experiment_names
+from gicomm.intervals import per_run_summaries, spread, t_interval
+from gicomm.labels import REAL_NIC, nic_kind
+from gicomm.paper import cell_text, leading_number
 from gicomm.schema import describe, validator
+from gicomm.select import as_list, clock_states, describe_selector
+from gicomm.select import match_rows as select_rows
 from gicomm.yamlio import load_yaml
 
 CLAIMS_FILE = CONFIG_DIR / "claims.yaml"
-PAPER_DIR = REPO_ROOT / "report" / "paper"
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
+UNSTABLE = "unstable"
+TOO_FEW_RUNS = "too few runs"
 NOT_MEASURABLE = "not measurable here"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, UNSTABLE, TOO_FEW_RUNS, NOT_MEASURABLE)
+DEFAULT_DECIDE = {"min_runs": 5, "spread_warning": 1.5}
 # Preference among backends when a point was measured on several: real NIC first.
 BACKEND_PREFERENCE = ("mlx5", "verbs", "softnic-gpu", "softnic-cpu", "nvlink", "none", "")
-UNIT_SCALE = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 RESULT_COLUMNS = [
     "id",
     "experiment",
@@ -52,6 +62,10 @@ RESULT_COLUMNS = [
     "measured",
     "measured_text",
     "backend",
+    "runs",
+    "ci_lo",
+    "ci_hi",
+    "spread",
     "verdict",
     "reason",
     "requires",
@@ -74,12 +88,18 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
     return data["claims"]
 
 
+def decide_settings(path: Path = CLAIMS_FILE) -> dict[str, Any]:
+    """How verdicts are decided (config/claims.yaml `decide`: min_runs, spread_warning)."""
+    return DEFAULT_DECIDE | (load_yaml(path).get("decide") or {})
+
+
 # ---- the campaign a claim is checked against ------------------------------------------------
 @dataclass
 class CampaignContext:
     summary: pd.DataFrame
     records: pd.DataFrame
     gpus: list[str] = field(default_factory=list)
+    runs: dict[int, pd.DataFrame] | None = None  # per-run summaries, made when first needed
 
     def experiment_rows(self, experiment: str) -> pd.DataFrame:
         if self.summary.empty:
@@ -91,6 +111,12 @@ class CampaignContext:
             return []
         d = self.records[self.records["experiment"] == experiment]
         return sorted(d.loc[d["status"] != "ok", "error"].dropna().astype(str).unique())[:2]
+
+    def run_contexts(self) -> dict[int, CampaignContext]:
+        """One context per independent run: its summary holds that run's p50s alone."""
+        if self.runs is None:
+            self.runs = per_run_summaries(self.records)
+        return {r: CampaignContext(s, self.records, self.gpus, {}) for r, s in self.runs.items()}
 
 
 PLATFORM_GPUS = {"h100": "H100", "h200": "H200", "b200": "B200", "gb200": "GB200"}
@@ -114,82 +140,35 @@ def gpu_models(hardware: list[dict[str, Any]]) -> list[str]:
 
 
 # ---- selecting measured points ----------------------------------------------------------------
-def _as_list(v: Any) -> list[Any]:
-    return list(v) if isinstance(v, list | tuple) else [v]
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return math.isclose(float(a), float(b))
-    except (TypeError, ValueError):
-        return str(a).strip().lower() == str(b).strip().lower()
-
-
-def describe_selector(sel: dict[str, Any]) -> str:
-    metrics = "|".join(map(str, _as_list(sel["metric"])))
-    parts = [f"{metrics} of {'|'.join(map(str, _as_list(sel['transport'])))}"]
-    parts += [f"{k}={'|'.join(map(str, _as_list(v)))}" for k, v in sel.get("params", {}).items()]
-    parts += [f"({k}={v} where swept)" for k, v in sel.get("where_swept", {}).items()]
-    if sel.get("cpu_clock_state"):
-        parts.append(f"cpu {sel['cpu_clock_state']}")
-    return " ".join(parts)
-
-
 def selector_experiments(sel: dict[str, Any], default: str) -> list[str]:
-    """The experiments a selector reads: its own (or the claim's) and their driver aliases."""
-    names = [str(e) for e in _as_list(sel.get("experiment", default))]
+    """The experiments a selector reads: its own (or the claim's) and those that back them."""
+    names = [str(e) for e in as_list(sel.get("experiment", default))]
     return list(dict.fromkeys(n for e in names for n in experiment_names(e)))
 
 
 def match_rows(ctx: CampaignContext, sel: dict[str, Any], experiment: str) -> pd.DataFrame:
-    d = ctx.summary
-    if d.empty:
-        return d
-    d = d[d["experiment"].isin(selector_experiments(sel, experiment))]
-    d = d[d["metric"].isin([str(m) for m in _as_list(sel["metric"])])]
-    d = d[d["transport"].astype(str).isin([str(t) for t in _as_list(sel["transport"])])]
-    for name, value in sel.get("params", {}).items():
-        col = f"param_{name}"
-        if col not in d:
-            return d.iloc[0:0]
-        options = _as_list(value)
-        d = d[d[col].map(lambda v, o=options: any(_same(v, x) for x in o))]
-    for name, value in sel.get("where_swept", {}).items():
-        col = f"param_{name}"
-        if col in d and d[col].notna().any():
-            options = _as_list(value)
-            d = d[d[col].map(lambda v, o=options: pd.isna(v) or any(_same(v, x) for x in o))]
-    if sel.get("cpu_clock_state"):
-        d = d[clock_states(d) == sel["cpu_clock_state"]]
-    return d
+    return select_rows(ctx.summary, sel, selector_experiments(sel, experiment))
 
 
-def clock_states(d: pd.DataFrame) -> pd.Series:
-    """cold/warm of each row: the record's cpu_clock_state, else the driver's `state` param."""
-    state = d["cpu_clock_state"].astype(object) if "cpu_clock_state" in d else None
-    param = d["param_state"].astype(object) if "param_state" in d else None
-    if state is None and param is None:
-        return pd.Series("", index=d.index)
-    if state is None:
-        return param.fillna("").astype(str)
-    if param is not None:
-        state = state.where(state.notna() & (state.astype(str) != ""), param)
-    return state.fillna("").astype(str)
+def where_ran(d: pd.DataFrame) -> pd.Series:
+    """The backend of each row, with '(emulated NIC)' where an emulated rdma-core served it:
+    emulated and real-NIC values are never pooled."""
+    provider = d["rdma_provider"] if "rdma_provider" in d else pd.Series(None, index=d.index)
+    return pd.Series(
+        [
+            f"{b} (emulated NIC)" if nic_kind(b, p) == "emulated NIC" else str(b)
+            for b, p in zip(d["nic_backend"], provider, strict=True)
+        ],
+        index=d.index,
+        dtype=object,
+    )
 
 
 def convert(value: float, unit: str, target: str) -> float:
-    unit, target = _norm_unit(unit), _norm_unit(target)
-    if unit == target:
-        return value
-    if unit in UNIT_SCALE and target in UNIT_SCALE:
-        return value * UNIT_SCALE[unit] / UNIT_SCALE[target]
-    raise NotMeasurable(f"unit {unit!r} cannot be expressed in {target!r}")
-
-
-def _norm_unit(u: Any) -> str:
-    u = str(u).strip()
-    aliases = {"%": "pct", "percent": "pct", "µs": "us", "registers": "count", "regs": "count"}
-    return aliases.get(u, u)
+    try:
+        return labels.convert(value, unit, target)
+    except ValueError as exc:
+        raise NotMeasurable(str(exc)) from None
 
 
 def _values(rows: pd.DataFrame, sel: dict[str, Any], unit: str) -> pd.Series:
@@ -216,25 +195,29 @@ def _selectors(check: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def choose_backend(
-    ctx: CampaignContext, claim: dict[str, Any]
+    ctx: CampaignContext, claim: dict[str, Any], backend: str | None = None
 ) -> tuple[str, dict[int, pd.DataFrame]]:
-    """The backend on which every selector of the claim has points (real NIC first)."""
+    """The backend on which every selector of the claim has points (real NIC first), or the
+    given one (each run is decided on the backend the medians were)."""
     sels = _selectors(claim["check"])
     matched = [match_rows(ctx, s, claim["experiment"]) for s in sels]
     for i, rows in enumerate(matched):
         if rows.empty:
             raise NotMeasurable(f"no measured points for {describe_selector(sels[i])}")
-    common = set.intersection(*(set(r["nic_backend"].astype(str)) for r in matched))
+    matched = [r.assign(_where=where_ran(r)) for r in matched]
+    common = set.intersection(*(set(r["_where"]) for r in matched))
     if claim["requires"]["real_nic"]:
-        real = common & set(REAL_NIC_BACKENDS)
+        real = {w for w in common if nic_kind(w) == REAL_NIC}
         if not real:
             seen = ", ".join(sorted(common)) or "none in common"
             raise NotMeasurable(f"needs an mlx5 NIC (this campaign measured: {seen})")
         common = real
+    if backend is not None:
+        common &= {backend}
     if not common:
         raise NotMeasurable("the selected points were not measured on one common NIC backend")
-    backend = min(common, key=_backend_rank)
-    return backend, {i: r[r["nic_backend"].astype(str) == backend] for i, r in enumerate(matched)}
+    where = min(common, key=_backend_rank)
+    return where, {i: r[r["_where"] == where] for i, r in enumerate(matched)}
 
 
 def _backend_rank(b: str) -> int:
@@ -265,10 +248,12 @@ def _fmt(v: float, unit: str) -> str:
     return f"{v:.3g}x" if unit == "ratio" else f"{v:.3g} {unit}"
 
 
-def evaluate_check(ctx: CampaignContext, claim: dict[str, Any]) -> Evaluation:
+def evaluate_check(
+    ctx: CampaignContext, claim: dict[str, Any], backend: str | None = None
+) -> Evaluation:
     check, paper = claim["check"], claim["paper"]["value"]
     unit, kind = check["unit"], check["kind"]
-    backend, rows = choose_backend(ctx, claim)
+    backend, rows = choose_backend(ctx, claim, backend)
     if kind in ("value", "threshold"):
         v, note = _point_value(rows[0], check["of"], unit)
         return Evaluation(v, _fmt(v, unit) + note, _compare(v, check, paper), backend)
@@ -293,7 +278,7 @@ def _ratio_unit(rows: dict[int, pd.DataFrame]) -> str:
     """Ratios and orderings compare like with like: the unit of the first selected rows."""
     units = {str(u) for r in rows.values() for u in r["unit"].dropna().unique()}
     first = str(rows[0]["unit"].iloc[0])
-    if len(units) > 1 and not all(_norm_unit(u) in UNIT_SCALE for u in units):
+    if len(units) > 1 and not all(labels.norm_unit(u) in labels.TIME_SCALE for u in units):
         raise NotMeasurable(f"selected points have different units: {', '.join(sorted(units))}")
     return first
 
@@ -388,7 +373,10 @@ def _precheck(ctx: CampaignContext, claim: dict[str, Any]) -> None:
             raise NotMeasurable("needs proxy cores measured both cold and warm")
 
 
-def check_claim(ctx: CampaignContext, claim: dict[str, Any]) -> dict[str, Any]:
+def check_claim(
+    ctx: CampaignContext, claim: dict[str, Any], decide: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    decide = DEFAULT_DECIDE | (decide or {})
     paper = claim["paper"]
     row = {
         "id": claim["id"],
@@ -402,6 +390,10 @@ def check_claim(ctx: CampaignContext, claim: dict[str, Any]) -> dict[str, Any]:
         "measured": math.nan,
         "measured_text": "",
         "backend": "",
+        "runs": 0,
+        "ci_lo": math.nan,
+        "ci_hi": math.nan,
+        "spread": math.nan,
         "requires": requirement_text(claim["requires"]),
     }
     try:
@@ -409,24 +401,86 @@ def check_claim(ctx: CampaignContext, claim: dict[str, Any]) -> dict[str, Any]:
         ev = evaluate_check(ctx, claim)
     except NotMeasurable as why:
         return row | {"verdict": NOT_MEASURABLE, "reason": str(why)}
-    softnic = " (software NIC: model numbers)" if ev.backend.startswith("softnic") else ""
-    verdict = REPRODUCED if ev.passed else NOT_REPRODUCED
+    per_run = []
+    for run_ctx in ctx.run_contexts().values():
+        try:
+            per_run.append(evaluate_check(run_ctx, claim, ev.backend))
+        except NotMeasurable:
+            continue  # this run lacks a point the check needs: it does not count
+    verdict, lo, hi, why = decide_verdict(claim["check"], paper["value"], ev, per_run, decide)
+    values = [e.measured for e in per_run]
+    where = {"softnic": " (software NIC: model numbers)", "emulated NIC": " (emulated NIC)"}
     return row | {
         "measured": ev.measured,
         "measured_text": ev.text,
         "backend": ev.backend,
+        "runs": len(per_run),
+        "ci_lo": lo,
+        "ci_hi": hi,
+        "spread": spread(values) if claim["check"]["kind"] != "ordering" else math.nan,
         "verdict": verdict,
-        "reason": _reason(claim["check"], ev) + softnic,
+        "reason": why + where.get(nic_kind(ev.backend.split(" ")[0]), ""),
     }
 
 
-def _reason(check: dict[str, Any], ev: Evaluation) -> str:
+def decide_verdict(
+    check: dict[str, Any],
+    paper: float,
+    central: Evaluation,
+    per_run: list[Evaluation],
+    decide: dict[str, Any],
+) -> tuple[str, float, float, str]:
+    """The verdict from the per-run values: their 95% t-interval against the tolerance (an
+    ordering: in how many runs it holds); with the interval and the reason."""
+    n, need = len(per_run), int(decide["min_runs"])
+    rule = _reason(check)
+    if n < need:
+        would = "pass" if central.passed else "fail"
+        values = [e.measured for e in per_run] if check["kind"] != "ordering" else []
+        lo, hi = t_interval(values)  # shown, not decided on
+        return (
+            TOO_FEW_RUNS,
+            lo,
+            hi,
+            f"{n} independent run(s) measured it; {need} are needed to decide "
+            f"(config/claims.yaml decide.min_runs); on the medians the check would {would}. "
+            + rule,
+        )
+    if check["kind"] == "ordering":
+        held = sum(e.passed for e in per_run)
+        verdict = REPRODUCED if held == n else NOT_REPRODUCED if held == 0 else UNSTABLE
+        return verdict, math.nan, math.nan, f"holds in {held} of {n} runs. " + rule
+    values = [e.measured for e in per_run]
+    finite = [v for v in values if math.isfinite(v)]
+    if len(finite) < n:  # e.g. a curve that never reaches the level in some runs
+        verdict = NOT_REPRODUCED if not finite else UNSTABLE
+        return verdict, math.nan, math.nan, f"no value in {n - len(finite)} of {n} runs. " + rule
+    lo, hi = t_interval(finite)
+    inside, outside = _against(check, paper, lo, hi)
+    verdict = REPRODUCED if inside else NOT_REPRODUCED if outside else UNSTABLE
+    text = f"95% interval over {n} runs {lo:.4g}..{hi:.4g}"
+    s = spread(finite)
+    if math.isfinite(s) and s > float(decide["spread_warning"]):
+        text += f"; the runs disagree: max/min {s:.2f}x"
+    return verdict, lo, hi, f"{text}. {rule}"
+
+
+def _against(check: dict[str, Any], paper: float, lo: float, hi: float) -> tuple[bool, bool]:
+    """(interval wholly passes, interval wholly fails) the check."""
     if "op" in check:
-        return f"check: measured {check['op']} {check['bound']:g} {check['unit']}"
+        b = check["bound"]
+        return (lo >= b, hi < b) if check["op"] == ">=" else (hi <= b, lo > b)
+    tol = check.get("tolerance", 0.25) * abs(paper)
+    return (paper - tol <= lo and hi <= paper + tol, hi < paper - tol or lo > paper + tol)
+
+
+def _reason(check: dict[str, Any]) -> str:
+    if "op" in check:
+        return f"Check: measured {check['op']} {check['bound']:g} {check['unit']}."
     if check["kind"] == "ordering":
         tol = check.get("tolerance", 0.0)
-        return f"check: increasing in the listed order (inversions up to {tol:.0%} allowed)"
-    return f"check: within {check.get('tolerance', 0.25):.0%} of the paper's value"
+        return f"Check: increasing in the listed order (inversions up to {tol:.0%} allowed)."
+    return f"Check: within {check.get('tolerance', 0.25):.0%} of the paper's value."
 
 
 def check_claims(
@@ -434,30 +488,19 @@ def check_claims(
     records: pd.DataFrame,
     hardware: list[dict[str, Any]],
     claims: list[dict[str, Any]] | None = None,
+    decide: dict[str, Any] | None = None,
 ) -> pd.DataFrame:
     gpus = gpu_models(hardware) or platform_gpus(summary)
     ctx = CampaignContext(summary=summary, records=records, gpus=gpus)
-    rows = [check_claim(ctx, c) for c in (claims if claims is not None else load_claims())]
+    decide = decide if decide is not None else decide_settings()
+    rows = [check_claim(ctx, c, decide) for c in (claims if claims is not None else load_claims())]
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
 # ---- paper values as data -----------------------------------------------------------------------
 def paper_cell(cell: dict[str, Any], paper_dir: Path = PAPER_DIR) -> str:
     """The text of one cell of report/paper/<table>, selected by column values of its row."""
-    df = pd.read_csv(paper_dir / cell["table"], dtype=str, keep_default_na=False)
-    for col, val in cell["row"].items():
-        df = df[df[col] == val]
-    if len(df) != 1:
-        raise ConfigError(f"{cell}: selects {len(df)} rows of {cell['table']}, expected one")
-    return str(df[cell["column"]].iloc[0])
-
-
-def leading_number(text: str) -> float:
-    """The first number of a cell ('~2x' -> 2, '80 / 85' -> 80, '1,350' -> 1350)."""
-    m = re.search(r"-?\d[\d,]*\.?\d*", text)
-    if not m:
-        raise ValueError(f"no number in {text!r}")
-    return float(m.group(0).replace(",", ""))
+    return cell_text(cell, paper_dir)
 
 
 def percent_number(text: str) -> float:
