@@ -59,3 +59,59 @@ def test_numa_nodes_from_a_sysfs_tree(tmp_path: Path):
     cpu = probe_cpu(tmp_path)
     assert cpu["numa_nodes"] == [{"node": 0, "cpus": [0, 1]}, {"node": 1, "cpus": [2, 3]}]
     assert cpu["governor"] is None and cpu["governor_note"]
+
+
+def _git(repo: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})  # fmt: skip
+
+
+def test_a_dirty_tree_keeps_its_diff_untracked_files_included(tmp_path: Path):
+    from gicomm.probe import probe_git
+
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "a.txt").write_text("one\n")
+    _git(tmp_path, "add", "a.txt")
+    _git(tmp_path, "commit", "-q", "-m", "first")
+    clean = probe_git(tmp_path)
+    assert clean["dirty"] is False and "diff" not in clean
+    (tmp_path / "a.txt").write_text("two\n")
+    (tmp_path / "new.cu").write_text("__global__ void k() {}\n")
+    dirty = probe_git(tmp_path)
+    assert dirty["dirty"] is True and dirty["untracked"] == ["new.cu"]
+    assert "-one\n+two" in dirty["diff"] and "+__global__ void k() {}" in dirty["diff"]
+    assert len(dirty["diff_sha256"]) == 64
+
+
+def test_a_diff_too_large_to_keep_is_refused_without_the_flag(tmp_path: Path, monkeypatch):
+    import pytest
+
+    from gicomm import probe as p
+    from gicomm.errors import GicommError
+
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "a.txt").write_text("x\n")
+    _git(tmp_path, "add", "a.txt")
+    _git(tmp_path, "commit", "-q", "-m", "first")
+    (tmp_path / "a.txt").write_text("y" * 5000 + "\n")
+    monkeypatch.setattr(p, "MAX_DIFF_BYTES", 1000)
+    monkeypatch.delenv(p.ALLOW_DIRTY, raising=False)
+    with pytest.raises(GicommError, match=p.ALLOW_DIRTY):
+        p.probe_git(tmp_path)
+    monkeypatch.setenv(p.ALLOW_DIRTY, "1")
+    rec = p.probe_git(tmp_path)
+    assert rec["dirty"] and "diff" not in rec and "not kept" in rec["diff_note"]
+
+
+def test_noise_sources_are_recorded():
+    from gicomm.probe import probe_noise
+
+    noise = probe_noise(window_s=0.1)
+    assert len(noise["loadavg"]) == 3 and noise["logical_cores"] >= 1
+    assert isinstance(noise["busy_processes"], list) and noise["window_s"] == 0.1
+    assert noise["mem_available_gib"] > 0
+    for proc in noise["busy_processes"]:
+        assert proc["cpu_pct"] >= 5.0 and proc["name"]

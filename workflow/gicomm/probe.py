@@ -3,6 +3,13 @@
 Writes results/<campaign>/hosts/<host>/hardware.json. Every section is best effort: a field that
 cannot be read is recorded as null with the reason, never guessed. Runs on machines with no GPU and
 no NIC (and says so).
+
+Besides the hardware it records what may add noise to the measurements (`noise`: host load, busy
+processes, CPU steal time, free memory, other GPU processes, GPU clock-event reasons), and the
+source the campaign measures: the commit and, when the tree has uncommitted changes, their diff
+(`git.diff`, tracked changes and untracked files), so a dirty campaign can be rebuilt. A diff too
+large to keep (over 4 MiB) is refused unless GICOMM_ALLOW_UNRECORDED_DIRTY=1 says to go on
+without it.
 """
 
 from __future__ import annotations
@@ -18,13 +25,19 @@ import re
 import shutil
 import socket
 import subprocess
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from gicomm import REPO_ROOT
+from gicomm.errors import GicommError
 
 SCHEMA_VERSION = 1
+MAX_DIFF_BYTES = 4 << 20
+ALLOW_DIRTY = "GICOMM_ALLOW_UNRECORDED_DIRTY"
+NOISE_WINDOW_S = 0.5
+BUSY_PCT = 5.0  # a process using more CPU than this over the window is listed as noise
 
 
 def _read(path: Path | str) -> str | None:
@@ -211,13 +224,141 @@ def probe_tools() -> dict[str, Any]:
     }
 
 
+def _untracked_diff(repo: Path, names: list[str]) -> str:
+    """New files that git does not ignore, as a diff against nothing (text files only)."""
+    parts = []
+    for name in names:
+        out = subprocess.run(
+            ["git", "-C", str(repo), "diff", "--no-index", "--", "/dev/null", name],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        parts.append(out.stdout)  # exit status 1 means "differs", which it always does
+    return "".join(parts)
+
+
 def probe_git(repo: Path = REPO_ROOT) -> dict[str, Any]:
+    """The commit measured and, when the tree is dirty, the diff that rebuilds it."""
     commit = _run(["git", "-C", str(repo), "rev-parse", "HEAD"])
     status = _run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"])
-    return {
+    untracked = _run(["git", "-C", str(repo), "ls-files", "--others", "--exclude-standard"]) or ""
+    new_files = [n for n in untracked.splitlines() if n.strip()]
+    dirty = bool(status) or bool(new_files) if commit is not None else None
+    record: dict[str, Any] = {
         "commit": commit,
-        "dirty": bool(status) if commit is not None else None,
+        "dirty": dirty,
         "note": None if commit else "not a git checkout",
+    }
+    if not dirty:
+        return record
+    diff = (_run(["git", "-C", str(repo), "diff", "HEAD", "--binary"]) or "") + "\n"
+    diff += _untracked_diff(repo, new_files)
+    size = len(diff.encode())
+    if size > MAX_DIFF_BYTES:
+        if os.environ.get(ALLOW_DIRTY) != "1":
+            raise GicommError(
+                f"the source tree has uncommitted changes whose diff ({size} bytes) is larger "
+                f"than the probe keeps ({MAX_DIFF_BYTES} bytes): commit them, or set "
+                f"{ALLOW_DIRTY}=1 to measure without recording them"
+            )
+        record["diff_note"] = f"diff of {size} bytes not kept ({ALLOW_DIRTY}=1)"
+        return record
+    record["diff"] = diff
+    record["diff_sha256"] = hashlib.sha256(diff.encode()).hexdigest()
+    record["untracked"] = new_files
+    return record
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """(total, steal) jiffies of all CPUs from /proc/stat."""
+    line = (_read("/proc/stat") or "").splitlines()[:1]
+    if not line or not line[0].startswith("cpu "):
+        return None
+    v = [float(x) for x in line[0].split()[1:]]
+    return sum(v), (v[7] if len(v) > 7 else 0.0)
+
+
+def _proc_times() -> dict[int, tuple[str, float]]:
+    """pid -> (command name, utime+stime jiffies) of every process we can read."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.find("(") + 1 : text.rfind(")")]
+        fields = text[text.rfind(")") + 2 :].split()
+        try:
+            out[int(stat.parent.name)] = (name, float(fields[11]) + float(fields[12]))
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
+def probe_gpu_noise() -> list[dict[str, Any]]:
+    """Per GPU: utilisation, other processes on it, clock-event (throttle) reasons, temperature."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 (no NVML, no GPU: nothing to record)
+        return []
+    try:
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            entry: dict[str, Any] = {"index": i}
+            for key, call in (
+                ("utilization_pct", lambda h=h: pynvml.nvmlDeviceGetUtilizationRates(h).gpu),
+                ("processes", lambda h=h: len(pynvml.nvmlDeviceGetComputeRunningProcesses(h))),
+                (
+                    "clock_event_reasons",
+                    lambda h=h: pynvml.nvmlDeviceGetCurrentClocksEventReasons(h),
+                ),
+                ("temperature_c", lambda h=h: pynvml.nvmlDeviceGetTemperature(h, 0)),
+            ):
+                try:
+                    entry[key] = call()
+                except Exception as exc:  # noqa: BLE001 (a field this driver does not answer)
+                    entry[key] = None
+                    entry[f"{key}_note"] = str(exc)
+            out.append(entry)
+        return out
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def probe_noise(window_s: float = NOISE_WINDOW_S) -> dict[str, Any]:
+    """What else was using the machine when it was probed: load averages, the processes that
+    used more than 5% of a CPU over a short window, CPU steal time (virtual machines), free
+    memory and the GPUs' own state."""
+    load = (_read("/proc/loadavg") or "").split()
+    cpu0, procs0 = _cpu_times(), _proc_times()
+    time.sleep(window_s)
+    cpu1, procs1 = _cpu_times(), _proc_times()
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    busy = []
+    for pid, (name, t1) in procs1.items():
+        if pid in procs0 and pid != os.getpid():
+            pct = 100.0 * (t1 - procs0[pid][1]) / hz / window_s
+            if pct >= BUSY_PCT:
+                busy.append({"pid": pid, "name": name, "cpu_pct": round(pct, 1)})
+    steal = None
+    if cpu0 and cpu1 and cpu1[0] > cpu0[0]:
+        steal = round(100.0 * (cpu1[1] - cpu0[1]) / (cpu1[0] - cpu0[0]), 2)
+    meminfo = _read("/proc/meminfo") or ""
+    avail = re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.M)
+    return {
+        "loadavg": [float(x) for x in load[:3]] if len(load) >= 3 else None,
+        "runnable": int(load[3].split("/")[0]) if len(load) >= 4 else None,
+        "logical_cores": os.cpu_count(),
+        "busy_processes": sorted(busy, key=lambda p: -p["cpu_pct"])[:8],
+        "cpu_steal_pct": steal,
+        "mem_available_gib": round(int(avail.group(1)) / 2**20, 2) if avail else None,
+        "gpus": probe_gpu_noise(),
+        "window_s": window_s,
+        "note": "sampled when the host was probed, before its benchmarks ran",
     }
 
 
@@ -241,8 +382,9 @@ def probe(host: str) -> dict[str, Any]:
         "rdma": probe_rdma(),
         "tools": probe_tools(),
         "git": probe_git(),
+        "noise": probe_noise(),
     }
-    stable = {k: v for k, v in record.items() if k != "date"}
+    stable = {k: v for k, v in record.items() if k not in ("date", "noise")}
     stable["gpus"] = {
         **record["gpus"],
         "devices": [
