@@ -20,14 +20,9 @@ from gicomm.config import Campaign
 
 RESULTS = Path("results")
 NATIVE_SOURCE_SUFFIXES = {".h", ".hpp", ".cuh", ".c", ".cc", ".cpp", ".cu", ".cmake", ".in"}
-# The performance model's outputs per campaign (workflow/rules/model.smk).
-MODEL_OUTPUTS = (
-    "params.json",
-    "calibration.csv",
-    "predictions.csv",
-    "beside_measured.csv",
-    "validation.csv",
-)
+# The performance model's outputs per campaign (workflow/rules/model.smk; the validation and the
+# platform's predictions are made once, under results/model/).
+MODEL_OUTPUTS = ("params.json", "calibration.csv", "beside_measured.csv")
 # ... and its figures in the campaign's report (gicomm.model.figures.FIGURES draws them).
 MODEL_FIGURES = ("model_validation", "model_beside_measured", "model_predictions")
 ARCHIVE = RESULTS / "archive"
@@ -126,7 +121,8 @@ class Layout:
             targets += [f"results/{c}/model/{f}" for f in MODEL_OUTPUTS]
             if "nvlink_dissection" in self.experiments_of(c):
                 targets.append(f"results/{c}/tidy/nvlink_dissection.csv")
-        return [*targets, "results/combined/records.csv", "results/combined/report/index.html"]
+        combined = f"results/{self.c.name}/report/combined/index.html"
+        return [*targets, "results/combined/records.csv", combined]
 
     def describe(self) -> dict[str, Any]:
         return {"campaign": self.c.name, "host": self.c.host, "archived": list(self.c.archived)}

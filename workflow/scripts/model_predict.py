@@ -1,17 +1,19 @@
-import gicomm_path  # noqa: F401
-import pandas as pd
+import json
+from pathlib import Path
 
-from gicomm.model.parameters import ModelParams, apply_platform
-from gicomm.model.predict import beside_measured, predict
+import gicomm_path  # noqa: F401
+
+from gicomm.model.memo import memo_csv
+from gicomm.model.predict import base_params, predict
 from gicomm.smk import logged
 
 with logged(snakemake):
-    params = ModelParams.load(snakemake.input.params)
     platform = snakemake.params.platform
-    df = predict(params, platform)
-    df.to_csv(snakemake.output.predictions, index=False)
-    print(f"{len(df)} predictions for {df['platform'].iloc[0]}")
-    tidy = pd.read_csv(snakemake.input.records, low_memory=False)
-    beside = beside_measured(apply_platform(params, platform) if platform else params, tidy)
-    beside.to_csv(snakemake.output.beside, index=False)
-    print(f"{len(beside)} measured points with a model prediction beside them")
+    out = Path(snakemake.output.predictions)
+    hit = memo_csv(
+        [json.dumps(platform, sort_keys=True, default=str)],
+        Path(snakemake.params.store),
+        out,
+        lambda: predict(base_params(platform), platform),
+    )
+    print(f"predictions for platform {platform['platform']}: {'reused' if hit else 'computed'}")

@@ -294,8 +294,20 @@ def _loaded(p: ModelParams, row: pd.Series, path: str, bg: int, metric: str) -> 
             "bg_enqueue": enqueue,
             "state": _clock_state(row),
         }
-    r = S.loaded_rtt(p, path, mode, bg_ctas=bg, probes=12, **kw)
+    r = memo(S.loaded_rtt, p, path, mode, bg_ctas=bg, probes=12, **kw)
     return (r.rtt_p50_us if metric == "rtt_ns" else r.completion_p50_us) * 1e3
+
+
+# Many measured points are the same scenario to the model (a sweep parameter it does not model):
+# each scenario is simulated once per parameter set (the simulations are deterministic).
+_MEMO: dict[tuple[Any, ...], Any] = {}
+
+
+def memo(fn: Any, p: ModelParams, *args: Any, **kw: Any) -> Any:
+    key = (fn.__name__, id(p), args, tuple(sorted(kw.items())))
+    if key not in _MEMO:
+        _MEMO[key] = fn(p, *args, **kw)
+    return _MEMO[key]
 
 
 def _predict_row(p: ModelParams, row: pd.Series, path: str) -> float | None:
@@ -304,19 +316,19 @@ def _predict_row(p: ModelParams, row: pd.Series, path: str) -> float | None:
         bg = _coord(row, "bg_ctas")
         if bg is not None and int(bg) > 0 and metric != "issue_ns":
             return _loaded(p, row, path, int(bg), metric)
-        one = S.single_op(p, path, state=_clock_state(row))
+        one = memo(S.single_op, p, path, state=_clock_state(row))
         return {"issue_ns": one.issue_us, "completion_ns": one.completion_us, "rtt_ns": one.rtt_us}[
             metric
         ] * 1e3
     if metric == "msg_rate":
         conns = _coord(row, "connections")
         if conns is not None:
-            return S.connection_scaling(p, int(conns)).rate_mmsg
+            return memo(S.connection_scaling, p, int(conns)).rate_mmsg
         b = int(_coord(row, "batch") or 1)
         if path == "mini-proxy":
-            return S.proxy_rate(p, batch=b, state=_clock_state(row))
+            return memo(S.proxy_rate, p, batch=b, state=_clock_state(row))
         t, q = int(_coord(row, "threads") or 1), int(_coord(row, "qps") or 1)
-        return S.message_rate(p, path, threads=t, qps=q, batch=b, msgs=max(50_000, 32 * t))
+        return memo(S.message_rate, p, path, threads=t, qps=q, batch=b, msgs=max(50_000, 32 * t))
     return None
 
 
@@ -353,6 +365,7 @@ def beside_measured(p: ModelParams, tidy: pd.DataFrame, max_points: int = 5000) 
         .reset_index(level="metric")
     )
     rows = []
+    _MEMO.clear()  # keyed by the parameters object: valid for this call only
     for pid, row in points.head(max_points).iterrows():
         path = _PATHS[str(row["transport"])]
         pred = _predict_row(p, row, path)
