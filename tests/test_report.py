@@ -6,6 +6,7 @@ image resolves. And the pipeline: Snakemake builds an archived campaign's report
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 from conftest import REPO
 from test_report_synth import render_synthetic_report, write_archived_campaign
 
-from gicomm.paper import PAPER_EXPERIMENTS, TABLE_IDS
+from gicomm.catalogue import PAPER_EXPERIMENTS, TABLE_IDS
 
 LINK = re.compile(r"""(?:href|src)="([^"]+)\"""")
 
@@ -38,11 +39,13 @@ def local_links(page: Path) -> list[Path]:
     return out
 
 
-def test_index_has_the_claims_table_with_three_verdicts(results: Path):
+def test_index_has_the_claims_table_with_verdicts_and_runs(results: Path):
     index = (results / "synth" / "report" / "index.html").read_text()
     assert "paper value" in index and "this campaign" in index
     for verdict in ("reproduced", "not reproduced", "not measurable here"):
         assert f'<td class="verdict">{verdict}</td>' in index
+    assert "5 runs:" in index and "max/min" in index  # each decided claim shows its runs
+    assert "Noise the probe recorded" in index
     assert "needs an mlx5 NIC" in index or "needs H100" in index
     assert "0.7 us (P-IB)" in index  # the paper's value, from config/claims.yaml
     assert "Hosts and provenance" in index and "h1-prov" in index
@@ -57,9 +60,9 @@ def test_every_paper_experiment_has_a_page_with_everything(results: Path):
         assert "snakemake --profile profiles/local" in page
         assert (report / "data" / f"{name}.csv").exists()
     one_op = (report / "experiments" / "one_op.html").read_text()
-    assert "Table 3" in one_op and "pib_issue_us" in one_op  # the paper's table beside ours
+    assert "Table 3" in one_op and "P-IB issue [us]" in one_op  # the paper's table, ours under it
     assert "t3-minigda-issue" in one_op  # the claim checks of this experiment
-    assert "p50_ci_lo" in one_op  # the sweep over runs
+    assert "ci95_lo" in one_op and "run_spread" in one_op  # the sweep over runs
     assert "figures/paper/fig05.png" in (report / "experiments" / "sm_clock.html").read_text()
     assert "C=" not in one_op and "c_cycles" in (report / "experiments/sm_clock.html").read_text()
     for tab in TABLE_IDS:
@@ -112,11 +115,14 @@ def test_every_local_link_and_image_resolves(results: Path):
     assert not missing, missing[:10]
 
 
-def test_combined_report_sets_campaigns_side_by_side(results: Path):
-    page = (results / "combined" / "report" / "index.html").read_text()
-    assert "../../synth/report/index.html" in page and "../../other/report/index.html" in page
+def test_combined_report_sets_campaigns_side_by_side_with_a_tally(results: Path):
+    page = (results / "synth" / "report" / "combined" / "index.html").read_text()
+    assert "../index.html" in page and "../../../other/report/index.html" in page
     assert "figures/one_op.png" in page
     assert page.count("t3-minigda-issue") == 1  # one row per claim, one column per campaign
+    # a tally of verdicts per campaign, and the platform as declared plus what the probe found
+    assert '<th class="num verdict-too-few-runs">too few runs</th>' in page
+    assert "local: 1 x NVIDIA H200, no RDMA NIC" in page
 
 
 def workflow_copy(dst: Path) -> Path:
@@ -158,15 +164,22 @@ def test_snakemake_builds_an_archived_campaign_report_and_the_snakemake_report(t
     assert any(n.endswith("claims.csv") for n in names)
 
 
-def test_a_paper_experiment_measured_under_a_driver_name_says_so():
+def test_statuses_are_green_only_where_records_are_ok():
     import pandas as pd
 
     from gicomm.report import experiment_status
 
     df = pd.DataFrame({"experiment": ["gda_one_op"], "status": ["ok"], "error": [None]})
     s = experiment_status("one_op", df, current=False)
-    assert s.status == "measured as gda_one_op"
+    assert s.status == "archived as gda_one_op"
     assert experiment_status("goodput", df, current=False).status == "not in this campaign"
+    # a backing experiment whose points were all skipped does not make the paper's one green
+    why = "not runnable on this host: needs 1 GPU(s), found 0"
+    skipped = pd.DataFrame({"experiment": ["gda_one_op", "one_op"], "status": ["skipped"] * 2,
+                            "error": [why] * 2})  # fmt: skip
+    s = experiment_status("one_op", skipped, current=True)
+    assert s.status == "not runnable here" and "needs 1 GPU(s), found 0" in s.detail
+    assert "nvcc" not in s.detail
 
 
 def test_a_campaign_with_no_records_still_gets_every_page(tmp_path: Path):
@@ -175,7 +188,7 @@ def test_a_campaign_with_no_records_still_gets_every_page(tmp_path: Path):
     from gicomm.aggregate import summarize_runs, transport_ratios
     from gicomm.claims import check_claims
     from gicomm.fits import clock_fits
-    from gicomm.plots import plot_paper_figure
+    from gicomm.paper_figures import plot_paper_figure
     from gicomm.report import CampaignReport, render_campaign_report
     from gicomm.tables import write_tables
     from gicomm.tidy import tidy_frame
@@ -190,7 +203,8 @@ def test_a_campaign_with_no_records_still_gets_every_page(tmp_path: Path):
         frame.to_csv(d / f"{name}.csv", index=False)
     assert set(tables["claims"]["verdict"]) == {"not measurable here"}
     out = tmp_path / "report"
-    write_tables(pd.read_csv(d / "summary.csv"), pd.read_csv(d / "fits.csv"), out / "tables")
+    write_tables(pd.read_csv(d / "summary.csv"), pd.read_csv(d / "records.csv"),
+                 pd.read_csv(d / "fits.csv"), out / "tables")  # fmt: skip
     plot_paper_figure(pd.read_csv(d / "summary.csv"), pd.read_csv(d / "records.csv"), "empty",
                       "fig05", [out / "figures/paper/fig05.png"])  # fmt: skip
     render_campaign_report(
@@ -199,5 +213,66 @@ def test_a_campaign_with_no_records_still_gets_every_page(tmp_path: Path):
                        out / "index.html", current=True)
     )  # fmt: skip
     assert "0 reproduced" in (out / "index.html").read_text()
+    assert (out / "index.html").stat().st_mode & 0o777 == 0o644  # readable by everyone
     for name in PAPER_EXPERIMENTS:
         assert "not in this campaign" in (out / "experiments" / f"{name}.html").read_text()
+
+
+def test_tables_are_paper_first_and_none_is_a_copy_of_another(results: Path):
+    import pandas as pd
+
+    tables = results / "synth" / "report" / "tables"
+    frames = {t: pd.read_csv(tables / f"{t}.csv", dtype=str, keep_default_na=False)
+              for t in TABLE_IDS}  # fmt: skip
+    texts = [f.to_csv() for f in frames.values()]
+    assert len(set(texts)) == len(texts)  # no table is a byte copy of another (Table 8 was)
+    t3 = frames["tab03"]
+    assert t3["source"].iloc[0] == "paper (P-IB)" and t3["path"].iloc[0] == "mini-gda inline"
+    ours = t3[(t3["source"] == "this campaign") & (t3["path"] == "mini-gda inline")]
+    assert set(ours["measured on"].str.split(",").str[0]) == {
+        "softnic-cpu (software NIC)", "mlx5 (real NIC)"}  # fmt: skip
+    assert ours["pib_issue_us"].astype(float).between(0.6, 0.8).all()  # ns shown in us
+    t8 = frames["tab08"]
+    assert (t8.loc[t8["source"] == "this campaign", "note"].str.startswith(
+        "not measurable here: needs NVSHMEM's DC transport")).all()  # fmt: skip
+    page = (results / "synth" / "report" / "tables.html").read_text()
+    assert "cold (proxy core at 2.5 GHz)" in page  # Table 9 in the paper's terms
+    assert "ours: worker slept before the op" in page
+
+
+def test_every_table_row_of_the_catalogue_names_one_paper_row():
+    from gicomm.catalogue import TABLES
+    from gicomm.paper import paper_table
+    from gicomm.tables import _matches
+
+    for spec in TABLES.values():
+        paper = paper_table(spec.paper_csv)
+        for row in spec.rows:
+            hits = sum(_matches(p, row["row"]) for _, p in paper.iterrows())
+            assert hits == 1, (spec.tab_id, row["row"], hits)
+
+
+def test_export_zip_stands_alone(tmp_path: Path):
+    from gicomm.export import export_campaign
+
+    results = render_synthetic_report(tmp_path, ("synth", "other"))
+    out = tmp_path / "synth.zip"
+    export_campaign("synth", results / "synth" / "report", [], [], out)
+    assert out.stat().st_mode & 0o777 == 0o644
+    z = zipfile.ZipFile(out)
+    names = set(z.namelist())
+    assert "synth/report/combined/index.html" in names
+    for name in names:
+        if not name.endswith(".html"):
+            continue
+        assert z.getinfo(name).external_attr >> 16 & 0o044 == 0o044  # world-readable inside too
+        for href in LINK.findall(z.read(name).decode()):
+            target = urldefrag(href)[0]
+            if not target or target.startswith(("http:", "https:", "mailto:", "data:")):
+                continue
+            resolved = str(Path(name).parent / target)
+            resolved = str(Path(resolved).resolve().relative_to(Path("/").resolve())) \
+                if resolved.startswith("/") else os.path.normpath(resolved)  # fmt: skip
+            assert resolved in names, (name, href)
+    combined = z.read("synth/report/combined/index.html").decode()
+    assert "not in this export: results/other/report/index.html" in combined

@@ -21,7 +21,7 @@ from gicomm.fits import clock_fits
 from gicomm.records import check_record
 from gicomm.tidy import tidy_frame
 
-RUNS = 3
+RUNS = 5  # claims are decided on five independent runs or more (config/claims.yaml)
 
 
 def hardware(campaign: str, host: str = "h1", gpu: str = "NVIDIA H200") -> dict:
@@ -80,7 +80,7 @@ def _points(backend: str) -> list[tuple]:
         ("sys_fence", 2620.0),
     ):
         pts.append(
-            ("ordering", "mini-gda", backend, "issue_ns", "ns", {"variant": ordering}, issue)
+            ("gda_one_op", "mini-gda", backend, "issue_ns", "ns", {"variant": ordering}, issue)
         )
     for transport, shared, reserved in (
         ("mini-proxy", 2.19e6, 1.15e5),
@@ -171,7 +171,7 @@ def synthetic_tables(campaign: str = "synth") -> dict[str, pd.DataFrame]:
 def test_synthetic_campaign_is_valid_and_complete():
     t = synthetic_tables()
     assert set(t["summary"]["runs"]) == {RUNS}
-    assert {"one_op", "ordering", "sm_clock", "connection_scaling", "kernel_cost"} <= set(
+    assert {"one_op", "gda_one_op", "sm_clock", "connection_scaling", "kernel_cost"} <= set(
         t["summary"]["experiment"]
     )
     assert "goodput" not in set(t["summary"]["experiment"])
@@ -226,8 +226,9 @@ def synthetic_model_tables() -> dict[str, pd.DataFrame]:
             "beside_measured": beside, "predictions": predictions}  # fmt: skip
 
 
-def write_synthetic_model(model_dir: Path, figures_dir: Path) -> None:
-    """The model stage's CSVs and figures of a campaign, as model.smk lays them out."""
+def write_synthetic_model(model_dir: Path, figures_dir: Path) -> dict[str, Path]:
+    """The model stage's CSVs and figures of a campaign (as model.smk lays them out, the shared
+    validation and predictions in the same folder here); returns the CSVs by name."""
     from gicomm.layout import MODEL_FIGURES
     from gicomm.model.figures import FIGURES
 
@@ -239,18 +240,26 @@ def write_synthetic_model(model_dir: Path, figures_dir: Path) -> None:
         plot, table = FIGURES[name]
         paths = [figures_dir / "model" / f"{name}.{ext}" for ext in ("png", "svg")]
         plot(pd.read_csv(model_dir / f"{table}.csv"), paths)
+    return model_files(model_dir)
+
+
+def model_files(model_dir: Path) -> dict[str, Path]:
+    names = ("calibration", "beside_measured", "validation", "predictions")
+    return {n: model_dir / f"{n}.csv" for n in names}
 
 
 def render_synthetic_report(root: Path, campaigns: tuple[str, ...] = ("synth",)) -> Path:
-    """Render the campaign reports and the cross-campaign report of synthetic campaigns under
-    root/results (as the rules lay them out); return root/results."""
-    from gicomm.paper import PAPER_EXPERIMENTS
-    from gicomm.plots import PAPER_FIGURES, plot_comparison, plot_experiment, plot_paper_figure
+    """Render the campaign reports and the cross-campaign page of synthetic campaigns under
+    root/results (as the rules lay them out; the first campaign is the configured one and has the
+    combined page); return root/results."""
+    from gicomm.catalogue import FIGURE_IDS, PAPER_EXPERIMENTS
+    from gicomm.paper_figures import plot_paper_figure
+    from gicomm.plots import plot_comparison, plot_experiment
     from gicomm.report import CampaignReport, render_campaign_report, render_combined_report
     from gicomm.tables import write_tables
 
     results = root / "results"
-    combined = results / "combined" / "report" / "index.html"
+    combined = results / campaigns[0] / "report" / "combined" / "index.html"
     summaries = []
     for c in campaigns:
         t = synthetic_tables(c)
@@ -262,26 +271,27 @@ def render_synthetic_report(root: Path, campaigns: tuple[str, ...] = ("synth",))
         hw = base / "hosts" / "h1" / "hardware.json"
         hw.parent.mkdir(parents=True, exist_ok=True)
         hw.write_text(json.dumps(hardware(c)))
-        write_tables(t["summary"], t["fits"], out / "tables")
+        write_tables(t["summary"], t["records"], t["fits"], out / "tables")
         first = results / campaigns[0] / "report" / "figures"
         if c != campaigns[0]:  # same figures for the others: saves time, links still resolve
             shutil.copytree(first, out / "figures")
-        for f in PAPER_FIGURES if c == campaigns[0] else ():
+            shutil.copytree(results / campaigns[0] / "model", base / "model")
+            files = model_files(base / "model")
+        else:
+            files = write_synthetic_model(base / "model", out / "figures")
+        for f in FIGURE_IDS if c == campaigns[0] else ():
             paths = [out / "figures" / "paper" / f"{f}.{ext}" for ext in ("png", "svg")]
-            plot_paper_figure(t["summary"], t["records"], c, f, paths)
+            plot_paper_figure(t["summary"], t["records"], c, f, paths,
+                              beside=pd.read_csv(files["beside_measured"]))  # fmt: skip
         for e in PAPER_EXPERIMENTS if c == campaigns[0] else ():
             paths = [out / "figures" / f"{e}.{ext}" for ext in ("png", "svg")]
             plot_experiment(t["summary"], t["records"], c, e, paths)
-        if c == campaigns[0]:
-            write_synthetic_model(base / "model", out / "figures")
-        else:
-            shutil.copytree(results / campaigns[0] / "model", base / "model")
         d = base / "data"
         render_campaign_report(
             CampaignReport(c, d / "records.csv", d / "summary.csv", d / "claims.csv",
                            d / "fits.csv", d / "ratios.csv", out / "tables", [hw],
                            out / "index.html", current=False, combined_index=combined,
-                           model_dir=base / "model")
+                           model_tables=files)
         )  # fmt: skip
         summaries.append(t["summary"])
     all_summary = pd.concat(summaries, ignore_index=True)
@@ -296,5 +306,6 @@ def render_synthetic_report(root: Path, campaigns: tuple[str, ...] = ("synth",))
         [results / c / "data" / "summary.csv" for c in campaigns],
         figs,
         combined,
+        hardware={c: [hardware(c)] for c in campaigns},
     )
     return results

@@ -1,23 +1,27 @@
-"""The HTML report of a campaign, and the report across campaigns.
+"""The HTML report of a campaign, and the page across campaigns.
 
 Campaign report (results/<campaign>/report/):
-  index.html              the claims table (paper value | this campaign | verdict), every paper
-                          experiment with its status, the paper figures and tables, hosts/provenance
-  experiments/<exp>.html  figures, this campaign's tables beside the paper's, claim checks, the
-                          sweep (median, min..max and CI over runs, p99), same-run transport
+  index.html              the claims table (paper value | this campaign | runs, interval, spread |
+                          verdict), every paper experiment with its status, the paper figures and
+                          tables, hosts with provenance and the noise the probe recorded
+  tables.html             every paper table, paper first, ours under each row
+  experiments/<exp>.html  figures, the tables of this experiment, claim checks, the sweep (median,
+                          min..max, 95% interval and spread over runs, p99), same-run transport
                           ratios, clock fits, provenance, and the commands that regenerate it
   model.html              the performance model: validation against the paper, fitted parameters,
                           predicted beside measured, the platform's predictions
   data/<exp>.csv          tidy CSV of every record of the experiment (and claims.csv, summary.csv,
-                          model_*.csv)
-Across campaigns (results/combined/report/index.html): each claim's verdict per campaign and one
-comparison figure per experiment (platform against platform, software NIC against real NIC).
+                          model_*.csv, and source-<host>.diff when the campaign measured a dirty tree)
+Across campaigns (results/<configured campaign>/report/combined/index.html): a tally of verdicts
+per campaign, each claim's verdict per campaign, and one comparison figure per experiment.
+Statuses and reasons come from the records (gicomm.status): nothing is green that did not run.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,21 +30,22 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from gicomm import CONFIG_DIR, REPO_ROOT
-from gicomm.aggregate import as_text, param_columns
-from gicomm.claims import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED
+from gicomm import CONFIG_DIR, REPO_ROOT, status
+from gicomm.aggregate import KEYS, as_text, param_columns
+from gicomm.catalogue import CATALOGUE, FIGURES, PAPER_EXPERIMENTS, TABLES, TableSpec
+from gicomm.claims import VERDICTS, where_ran
 from gicomm.fsutil import write_atomic
-from gicomm.layout import MODEL_OUTPUTS
-from gicomm.paper import EXPERIMENT_ALIASES, PAPER_EXPERIMENTS
-from gicomm.plots import PAPER_FIGURES
-from gicomm.tables import PAPER_TABLES, paper_table
+from gicomm.intervals import point_intervals
+from gicomm.labels import model_nic_bound
+from gicomm.tables import NOTE, OURS, RUNS, SOURCE, WHERE, column_title
 from gicomm.yamlio import load_yaml
 
 TEMPLATES = REPO_ROOT / "report" / "templates"
+ID_ECHOES = ("param_transport", "param_nic_backend", "param_backend")  # ids some drivers echo
 MAX_TABLE_ROWS = 1500  # longer sweeps are cut in the page (the CSVs carry every row)
-SWEEP_COLUMNS = ["transport", "nic_backend", "cpu_clock_state", "host", "metric", "unit", "runs",
-                 "p50", "p50_min", "p50_max", "p50_ci_lo", "p50_ci_hi", "p99", "p99_max",
-                 "sm_clock_mhz"]  # fmt: skip
+SWEEP_COLUMNS = ["transport", "nic_backend", "rdma_provider", "cpu_clock_state", "host", "metric",
+                 "unit", "runs", "p50", "p50_min", "p50_max", "ci95_lo", "ci95_hi", "run_spread",
+                 "p99", "p99_max", "sm_clock_mhz", "engine_ceiling", "model_nic_bound"]  # fmt: skip
 
 
 @dataclass
@@ -63,32 +68,35 @@ def experiment_meta(name: str) -> dict[str, Any]:
 
 
 def experiment_status(name: str, df: pd.DataFrame, current: bool) -> ExperimentStatus:
+    """Green only where records of status ok exist (its own, or of the experiments that back
+    it); every other status carries the runner's recorded reason."""
     meta = experiment_meta(name)
     d = df[df["experiment"] == name] if not df.empty else df
     counts = {str(k): int(v) for k, v in d["status"].value_counts().items()} if len(d) else {}
-    reasons = "; ".join(
-        sorted(d.loc[d["status"] != "ok", "error"].dropna().astype(str).unique())[:3]
-    )
+    why = "; ".join(status.reasons(df, [name]))
+    backing = [e for e in CATALOGUE.experiments.get(name, {}).get("reads", ())
+               if status.ok_count(df, [e])]  # fmt: skip
     if counts.get("ok"):
-        status = "measured here" if current else "archived"
+        state = status.MEASURED if current else status.ARCHIVED
         detail = (
             f"{counts.get('failed', 0)} failed, {counts.get('skipped', 0)} skipped records"
             if len(counts) > 1
             else ""
         )
-        if reasons:
-            detail += f": {reasons}"
-    elif counts.get("failed"):
-        status, detail = "failed", reasons
-    elif counts.get("skipped"):
-        status, detail = "not runnable here", reasons
-    else:
-        status, detail = "not in this campaign", "no records: not configured or not run"
-    aliases = [e for e in EXPERIMENT_ALIASES.get(name, ()) if (df["experiment"] == e).any()]
-    if aliases and not counts.get("ok"):
-        status = "measured as " + ", ".join(aliases)
+        if why:
+            detail += f": {why}"
+    elif backing:
+        state = ("measured" if current else "archived") + " as " + ", ".join(backing)
         detail = "its figures, tables and claims read these experiments' records"
-    return ExperimentStatus(name, meta["title"], meta.get("paper_ref", ""), status, detail, counts)
+        if counts:
+            detail += f"; its own points: {why or 'none ok'}"
+    elif counts.get("failed"):
+        state, detail = status.FAILED, why
+    elif counts.get("skipped"):
+        state, detail = status.NOT_RUNNABLE, why
+    else:
+        state, detail = status.ABSENT, "no records: not configured or not run"
+    return ExperimentStatus(name, meta["title"], meta.get("paper_ref", ""), state, detail, counts)
 
 
 def _gpu_line(d: dict[str, Any]) -> str:
@@ -123,10 +131,44 @@ def host_summary(hw: dict[str, Any]) -> dict[str, Any]:
         or rdma.get("note")
         or "none",
         "tools": ", ".join(f"{k} {v}" for k, v in (hw.get("tools") or {}).items() if v),
-        "git": f"{git.get('commit') or 'n/a'}{' (dirty)' if git.get('dirty') else ''}",
+        "git": git_text(git),
+        "diff": f"data/source-{hw.get('host')}.diff" if git.get("diff") else "",
+        "noise": noise_text(hw.get("noise")),
         "kernel": hw.get("kernel"),
         "json": html.escape(json.dumps(hw, indent=2)),
     }
+
+
+def git_text(git: dict[str, Any]) -> str:
+    """The commit measured, and whether the tree was dirty and its diff kept."""
+    text = git.get("commit") or "n/a"
+    if not git.get("dirty"):
+        return text
+    if git.get("diff"):
+        lines = git["diff"].count("\n")
+        return f"{text} + uncommitted changes ({lines} diff lines kept, sha256 " \
+            f"{git.get('diff_sha256', '')[:12]})"  # fmt: skip
+    return f"{text} + uncommitted changes ({git.get('diff_note') or 'diff not recorded'})"
+
+
+def noise_text(noise: dict[str, Any] | None) -> str:
+    """The noise sources the probe read, in one line ('not recorded' for older probes)."""
+    if not noise:
+        return "not recorded (this campaign's probe predates it)"
+    parts = []
+    if noise.get("loadavg"):
+        parts.append(f"load {noise['loadavg'][0]:.2f} (1 min) on {noise.get('logical_cores')} "
+                     "cores")  # fmt: skip
+    busy = noise.get("busy_processes") or []
+    if busy:
+        parts.append("busy: " + ", ".join(f"{p['name']} {p['cpu_pct']:.0f}%" for p in busy[:4]))
+    if noise.get("cpu_steal_pct") is not None:
+        parts.append(f"CPU steal {noise['cpu_steal_pct']:.1f}%")
+    for g in noise.get("gpus") or []:
+        others = g.get("processes")
+        parts.append(f"GPU {g['index']}: {g.get('utilization_pct')}% busy, {others} process(es), "
+                     f"clock-event reasons {g.get('clock_event_reasons')}")  # fmt: skip
+    return "; ".join(parts) + f" ({noise.get('note', '')})"
 
 
 def environment() -> jinja2.Environment:
@@ -144,6 +186,26 @@ def frame_html(d: pd.DataFrame, empty: str = "No measured points.") -> str:
         index=False, classes="sweep", border=0, na_rep="",
         float_format=lambda v: f"{v:.4g}",
     )  # fmt: skip
+
+
+def with_intervals(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """The summary with each point's 95% t-interval over runs and its run spread (max/min), and
+    the model-NIC mark of rate points near their engine ceiling."""
+    if summary.empty:
+        return summary
+    iv = point_intervals(records)
+    out = summary
+    if not iv.empty:
+        keys = [k for k in [*KEYS, *param_columns(summary)] if k in summary and k in iv]
+        left, right = as_text(summary[keys]), as_text(iv[keys])
+        iv = pd.concat([right, iv.drop(columns=keys)], axis=1)
+        out = pd.concat([summary.drop(columns=keys), left], axis=1).merge(iv, on=keys, how="left")
+        out = out[summary.columns.tolist() + ["ci95_lo", "ci95_hi", "run_spread"]]
+        out[keys] = summary[keys].to_numpy()
+    bound = model_nic_bound(out)
+    if bound.notna().any():
+        out = out.assign(model_nic_bound=bound.map({True: "yes", False: "no"}))
+    return out
 
 
 def sweep_table(summary: pd.DataFrame, name: str) -> str:
@@ -176,7 +238,7 @@ def _read(path: Path | None) -> pd.DataFrame:
 
 def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
     counts = claims["verdict"].value_counts() if not claims.empty else pd.Series(dtype=int)
-    return {v: int(counts.get(v, 0)) for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE)}
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}
 
 
 def paper_text(value: float, unit: str, platform: str) -> str:
@@ -188,7 +250,22 @@ def paper_text(value: float, unit: str, platform: str) -> str:
     return f"{value:g} {unit} ({platform})"
 
 
-VERDICT_ORDER = {REPRODUCED: 0, NOT_REPRODUCED: 1, NOT_MEASURABLE: 2}
+VERDICT_ORDER = {v: i for i, v in enumerate(VERDICTS)}
+
+
+def runs_text(r: dict[str, Any]) -> str:
+    """'5 runs: 0.19..0.21 us, max/min 1.04x' (blank where the claim was not measured)."""
+    runs = int(float(r.get("runs") or 0))
+    if not runs:
+        return ""
+    text = f"{runs} run{'s' if runs > 1 else ''}"
+    lo, hi = r.get("ci_lo"), r.get("ci_hi")
+    if isinstance(lo, float) and isinstance(hi, float):
+        unit = "" if r["paper_unit"] in ("ratio", "ordering") else f" {r['paper_unit']}"
+        text += f": {lo:.3g}..{hi:.3g}{unit}"
+    if isinstance(r.get("spread"), float):
+        text += f", max/min {r['spread']:.2f}x"
+    return text
 
 
 def claim_rows(claims: pd.DataFrame, by_verdict: bool = False) -> list[dict[str, Any]]:
@@ -199,6 +276,7 @@ def claim_rows(claims: pd.DataFrame, by_verdict: bool = False) -> list[dict[str,
     for r in claims.astype(object).where(claims.notna(), "").to_dict("records"):
         r["paper_text"] = paper_text(float(r["paper_value"]), r["paper_unit"], r["paper_platform"])
         r["css"] = str(r["verdict"]).replace(" ", "-")
+        r["runs_text"] = runs_text(r)
         rows.append(r)
     if by_verdict:
         rows.sort(key=lambda r: VERDICT_ORDER.get(r["verdict"], 3))
@@ -220,7 +298,9 @@ class CampaignReport:
     index: Path
     current: bool
     combined_index: Path | None = None
-    model_dir: Path | None = None  # results/<campaign>/model (the model stage's CSVs)
+    # the model's CSVs by name: calibration, beside_measured (this campaign's), validation (shared)
+    # and predictions (the platform's); none: no model page
+    model_tables: dict[str, Path] | None = None
 
 
 def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
@@ -229,17 +309,17 @@ def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
     cmds = []
     if current:
         cmds.append(
-            f"rm -rf results/{campaign}/raw/{name} && snakemake --profile profiles/local "
-            f"--config campaign={campaign}"
+            f"rm -rf results/{campaign}/raw/{name} && .venv/bin/snakemake --profile "
+            f"profiles/local --config campaign={campaign}"
         )
     cmds.append(
-        f"snakemake --profile profiles/local --forcerun aggregate_runs "
+        f".venv/bin/snakemake --profile profiles/local --forcerun aggregate_runs "
         f"results/{campaign}/report/index.html"
     )
     return cmds
 
 
-MODEL_TABLES = tuple(f.removesuffix(".csv") for f in MODEL_OUTPUTS if f.endswith(".csv"))
+MODEL_TABLES = ("calibration", "beside_measured", "validation", "predictions")
 
 
 def model_summary(validation: pd.DataFrame, calibration: pd.DataFrame) -> dict[str, int]:
@@ -259,10 +339,10 @@ def model_summary(validation: pd.DataFrame, calibration: pd.DataFrame) -> dict[s
 
 
 def render_model_page(
-    env: jinja2.Environment, campaign: str, model_dir: Path, out: Path
+    env: jinja2.Environment, campaign: str, files: dict[str, Path], out: Path
 ) -> dict[str, int]:
     """model.html and data/model_*.csv of a campaign report; returns the summary counts."""
-    t = {name: _read(model_dir / f"{name}.csv") for name in MODEL_TABLES}
+    t = {name: _read(files.get(name)) for name in MODEL_TABLES}
     for name, d in t.items():
         d.to_csv(out / "data" / f"model_{name}.csv", index=False)
     summary = model_summary(t["validation"], t["calibration"])
@@ -280,13 +360,53 @@ def render_model_page(
     return summary
 
 
+# ---- the paper's tables, paper first ------------------------------------------------------------
+def paper_table_view(spec: TableSpec, tables_dir: Path) -> dict[str, Any]:
+    """A paper table as the template draws it: the paper's rows, each followed by ours (same
+    columns), ours saying where they ran; a row we cannot fill spans the value columns with why."""
+    path = tables_dir / f"{spec.tab_id}.csv"
+    frame = (
+        pd.read_csv(path, dtype=str, keep_default_na=False)
+        if path.exists() and path.stat().st_size
+        else pd.DataFrame(columns=[SOURCE, *spec.label_columns, WHERE, RUNS, NOTE])
+    )
+    fixed = {SOURCE, WHERE, RUNS, NOTE, *spec.label_columns}
+    numeric = [c for c in frame.columns if c not in fixed]
+    header = [
+        {"title": column_title(c, spec.terms), "ours": spec.columns.get(c, {}).get("ours", ""),
+         "filled": c in spec.columns}
+        for c in numeric
+    ]  # fmt: skip
+    rows = []
+    for r in frame.to_dict("records"):
+        ours = r[SOURCE] == OURS
+        values = [r.get(c, "") for c in numeric]
+        empty = ours and not any(values)
+        rows.append({
+            "css": ("ours-none" if empty else "ours") if ours else "paper",
+            "source": r[SOURCE], "where": r[WHERE], "note": r[NOTE], "runs": r[RUNS],
+            "labels": [r.get(c, "") for c in spec.label_columns], "cells": values,
+            "empty": empty,
+        })  # fmt: skip
+    return {
+        "spec": spec,
+        "labels": list(spec.label_columns),
+        "header": header,
+        "rows": rows,
+        "csv": f"tables/{spec.tab_id}.csv",
+        "measured": sum(1 for r in rows if r["css"] == "ours"),
+    }
+
+
 def render_campaign_report(r: CampaignReport) -> None:
     df = _read(r.records_csv)
     if df.empty:
         df = pd.DataFrame(columns=["experiment", "status", "error", "provenance_id"])
     summary, claims = _read(r.summary_csv), _read(r.claims_csv)
     fits, ratios = _read(r.fits_csv), _read(r.ratios_csv)
-    hosts = [host_summary(json.loads(p.read_text())) for p in r.hardware_files]
+    summary = with_intervals(summary, df) if not summary.empty else summary
+    hw_records = [json.loads(p.read_text()) for p in r.hardware_files]
+    hosts = [host_summary(hw) for hw in hw_records]
     names = list(PAPER_EXPERIMENTS) + sorted(
         set(df["experiment"].dropna().astype(str)) - set(PAPER_EXPERIMENTS)
     )
@@ -298,15 +418,11 @@ def render_campaign_report(r: CampaignReport) -> None:
     shutil.copyfile(TEMPLATES.parent / "style.css", out / "style.css")
     claims.to_csv(out / "data" / "claims.csv", index=False)
     summary.to_csv(out / "data" / "summary.csv", index=False)
-    tables = {}
-    for tab_id, spec in PAPER_TABLES.items():
-        measured = _read(r.tables_dir / f"{tab_id}.csv")
-        tables[tab_id] = {
-            "spec": spec,
-            "measured": frame_html(measured, "Not measured in this campaign."),
-            "paper": frame_html(paper_table(spec)),
-            "csv": f"../tables/{tab_id}.csv",
-        }
+    for hw in hw_records:  # the source a dirty campaign measured, beside its commit
+        diff = (hw.get("git") or {}).get("diff")
+        if diff:
+            write_atomic(out / "data" / f"source-{hw.get('host')}.diff", diff)
+    tables = {tab_id: paper_table_view(spec, r.tables_dir) for tab_id, spec in TABLES.items()}
     for s in statuses:
         d = df[df["experiment"] == s.name]
         d.to_csv(out / "data" / f"{s.name}.csv", index=False)
@@ -317,7 +433,7 @@ def render_campaign_report(r: CampaignReport) -> None:
             campaign=r.campaign,
             exp=s,
             meta=experiment_meta(s.name),
-            figures=[f for f in PAPER_FIGURES.values() if f.experiment == s.name],
+            figures=[f for f in FIGURES.values() if f.experiment == s.name],
             own_figure=(out / "figures" / f"{s.name}.png").exists(),
             tables=[t for t in tables.values() if t["spec"].experiment == s.name],
             claims=claim_rows(exp_claims),
@@ -329,9 +445,14 @@ def render_campaign_report(r: CampaignReport) -> None:
             provenance=sorted(d["provenance_id"].dropna().astype(str).unique()),
             commands=regenerate_commands(r.campaign, s.name, r.current),
             current=r.current,
+            hosts=hosts,
         )  # fmt: skip
         write_atomic(out / "experiments" / f"{s.name}.html", page)
-    model = render_model_page(env, r.campaign, r.model_dir, out) if r.model_dir else None
+    model = render_model_page(env, r.campaign, r.model_tables, out) if r.model_tables else None
+    write_atomic(
+        out / "tables.html",
+        env.get_template("tables.html.j2").render(campaign=r.campaign, tables=tables.values()),
+    )
     page = env.get_template("index.html.j2").render(
         campaign=r.campaign,
         model=model,
@@ -341,7 +462,7 @@ def render_campaign_report(r: CampaignReport) -> None:
         n_records=len(df),
         claims=claim_rows(claims, by_verdict=True),
         counts=verdict_counts(claims),
-        figures=list(PAPER_FIGURES.values()),
+        figures=list(FIGURES.values()),
         tables=list(tables.values()),
         combined=_relative(r.combined_index, out) if r.combined_index else None,
     )
@@ -349,8 +470,6 @@ def render_campaign_report(r: CampaignReport) -> None:
 
 
 def _relative(target: Path, start: Path) -> str:
-    import os
-
     return os.path.relpath(Path(target).resolve(), Path(start).resolve())
 
 
@@ -360,9 +479,8 @@ def backend_table(summary: pd.DataFrame) -> pd.DataFrame:
     if summary.empty:
         return pd.DataFrame()
     d = summary.copy()
-    d["where"] = d["platform"].astype(str) + " " + d["nic_backend"].astype(str)
-    echoes = ("param_transport", "param_nic_backend", "param_backend")  # the ids, echoed
-    params = [c for c in param_columns(d) if c not in echoes and d[c].notna().any()]
+    d["where"] = d["platform"].astype(str) + " " + where_ran(d).astype(str)
+    params = [c for c in param_columns(d) if c not in ID_ECHOES and d[c].notna().any()]
     keys = ["experiment", "transport", "metric", "unit", *params]
     d[keys] = as_text(d[keys])
     wide = d.pivot_table(index=keys, columns="where", values="p50", aggfunc="median")
@@ -371,20 +489,36 @@ def backend_table(summary: pd.DataFrame) -> pd.DataFrame:
     return wide.rename(columns=lambda c: str(c).removeprefix("param_"))
 
 
+def platform_text(declared: str, hardware: list[dict[str, Any]]) -> str:
+    """The platform as the campaign declared it, with what its probe found where it declared
+    `local` (this machine): 'local: 2 x NVIDIA H200, no RDMA NIC'."""
+    if declared != "local" or not hardware:
+        return declared
+    gpus = [d.get("name") for hw in hardware for d in (hw.get("gpus") or {}).get("devices") or []]
+    nics = [d.get("name") for hw in hardware for d in (hw.get("rdma") or {}).get("devices") or []]
+    found = ", ".join(f"{gpus.count(g)} x {g}" for g in dict.fromkeys(gpus)) or "no GPU"
+    found += ", " + (", ".join(dict.fromkeys(nics)) if nics else "no RDMA NIC")
+    return f"{declared}: {found}"
+
+
 def render_combined_report(
     campaigns: list[str],
     claims_files: list[Path],
     summary_files: list[Path],
     comparison_figures: list[Path],
     index: Path,
+    hardware: dict[str, list[dict[str, Any]]] | None = None,
 ) -> None:
-    """Across campaigns: verdict of every claim per campaign, and the comparison figures."""
+    """Every campaign beside the others: a tally of verdicts per campaign, each claim's verdict
+    per campaign, the points measured on several platforms or backends, the comparison figures."""
     out = index.parent
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(TEMPLATES.parent / "style.css", out / "style.css")
-    frames = []
+    hardware = hardware or {}
+    frames, tallies = [], {}
     for campaign, path in zip(campaigns, claims_files, strict=True):
         c = _read(path)
+        tallies[campaign] = verdict_counts(c)
         if not c.empty:
             frames.append(c.assign(campaign=campaign))
     claims = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -407,24 +541,28 @@ def render_combined_report(
                                          first["paper_platform"]),
                 "cells": cells,
             })  # fmt: skip
-    summaries = [s for s in (_read(p) for p in summary_files) if not s.empty]
-    summary = pd.concat(summaries, ignore_index=True) if summaries else pd.DataFrame()
+    summaries = {c: _read(p) for c, p in zip(campaigns, summary_files, strict=True)}
+    present = [s for s in summaries.values() if not s.empty]
+    summary = pd.concat(present, ignore_index=True) if present else pd.DataFrame()
     summary.to_csv(out / "summary.csv", index=False)
     backends = backend_table(summary)
     backends.to_csv(out / "backends.csv", index=False)
-    platforms = (
-        summary.groupby("campaign")
-        .agg(platform=("platform", lambda s: ", ".join(sorted(set(map(str, s))))),
-             backends=("nic_backend", lambda s: ", ".join(sorted(set(map(str, s))))))
-        .to_dict("index") if not summary.empty else {}
-    )  # fmt: skip
+    rows = []
+    for c in campaigns:
+        s = summaries[c]
+        declared = sorted(set(map(str, s["platform"].dropna()))) if "platform" in s else []
+        rows.append({
+            "name": c,
+            "link": _relative(index.parents[3] / c / "report" / "index.html", out),
+            "platform": "; ".join(platform_text(p, hardware.get(c, [])) for p in declared)
+            or "no measurements",
+            "backends": ", ".join(sorted(set(where_ran(s)))) if not s.empty else "none",
+            "tally": tallies.get(c, verdict_counts(pd.DataFrame())),
+        })  # fmt: skip
     page = environment().get_template("combined.html.j2").render(
         campaign="across campaigns",
-        campaigns=[
-            {"name": c, "link": f"../../{c}/report/index.html",
-             **platforms.get(c, {"platform": "n/a", "backends": "no measurements"})}
-            for c in campaigns
-        ],
+        campaigns=rows,
+        verdicts=VERDICTS,
         matrix=matrix,
         figures=[f"figures/{p.name}" for p in comparison_figures if p.suffix == ".png"],
         backends=frame_html(backends.head(MAX_TABLE_ROWS), "No point was measured on two NIC "

@@ -1,8 +1,9 @@
-# Figures and tables, per campaign: one seaborn figure per paper figure (3-11, drawn in one job),
-# one per experiment of the campaign (one job), one table per paper table (3-16; 15 is qualitative); and one
-# comparison figure per experiment across campaigns (one job). PNG and SVG
-# (workflow/gicomm/plots.py, workflow/gicomm/tables.py). claims.smk (aggregation over runs, claim
-# checks) is included here, before the rules that use it.
+# Figures and tables, per campaign: each paper figure (3-11) in the paper's form with the paper's
+# numbers beside ours and the model's (one job; gicomm.paper_figures), one figure per experiment of
+# the campaign (one job), each paper table with its rows first and ours under them (3-16; 15 is
+# qualitative; gicomm.tables); and one comparison figure per experiment across campaigns (one job,
+# for the configured campaign's combined page). PNG and SVG. claims.smk (claim checks) is included
+# here, before the rules that use it.
 
 
 include: "claims.smk"
@@ -12,6 +13,7 @@ rule paper_figures:
     input:
         summary="results/{campaign}/aggregate/summary.csv",
         records="results/{campaign}/tidy/records.csv",
+        beside="results/{campaign}/model/beside_measured.csv",
     output:
         png=[
             report(
@@ -71,6 +73,7 @@ for _campaign in LAYOUT.reported_campaigns():
 rule paper_tables:
     input:
         summary="results/{campaign}/aggregate/summary.csv",
+        records="results/{campaign}/tidy/records.csv",
         fits="results/{campaign}/aggregate/clock_fits.csv",
     output:
         [
@@ -100,18 +103,18 @@ rule comparison_figures:
     output:
         png=[
             report(
-                f"results/combined/report/figures/{e}.png",
+                f"results/{CAMPAIGN.name}/report/combined/figures/{e}.png",
                 caption="../../report/captions/comparison.rst",
                 category="Across campaigns",
             )
             for e in targets.all_experiments(LAYOUT)
         ],
         svg=[
-            f"results/combined/report/figures/{e}.svg"
+            f"results/{CAMPAIGN.name}/report/combined/figures/{e}.svg"
             for e in targets.all_experiments(LAYOUT)
         ],
     log:
-        "results/combined/logs/figures.log",
+        f"results/{CAMPAIGN.name}/logs/figures/combined.log",
     conda:
         "../../envs/pipeline.yaml"
     script:

@@ -20,6 +20,9 @@ with logged(snakemake):
             index=Path(snakemake.output.index),
             current=snakemake.wildcards.campaign == snakemake.config["campaign"],
             combined_index=Path(snakemake.params.combined),
-            model_dir=Path(i.model[0]).parent,
+            model_tables={
+                name: Path(i[f"model_{name}"])
+                for name in ("calibration", "beside_measured", "validation", "predictions")
+            },
         )
     )

@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import gicomm_path  # noqa: F401
@@ -12,4 +13,8 @@ with logged(snakemake):
         summary_files=[Path(p) for p in snakemake.input.summaries],
         comparison_figures=[Path(p) for p in snakemake.input.figures],
         index=Path(snakemake.output.index),
+        hardware={
+            c: [json.loads(Path(p).read_text()) for p in files]
+            for c, files in snakemake.params.hardware.items()
+        },
     )
