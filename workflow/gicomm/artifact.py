@@ -25,7 +25,13 @@ from typing import Any
 import yaml
 
 from gicomm import REPO_ROOT
-from gicomm.claims import _selectors, load_claims, requirement_text, selector_experiments
+from gicomm.claims import (
+    _selectors,
+    decide_settings,
+    load_claims,
+    requirement_text,
+    selector_experiments,
+)
 from gicomm.experiments import Experiment, load_experiment
 
 # Campaigns measured on the same two-GPU H200 kind, in order of preference (the pipeline's own
@@ -94,14 +100,20 @@ def measured_cost(e: Experiment, archive: Path) -> Cost:
         return bounded_cost(e)
     seconds = sum((max(s) - min(s)).total_seconds() + 1 for s in spans.values() if s)
     runs = max(1, len(spans))
-    # to the full sweep, at the experiment's own number of independent runs
-    scale = len(e.points("full")) / max(1, len(points)) * e.repetitions / runs
+    # to the full sweep, at the number of independent runs `make claim` measures
+    want = claim_runs()
+    scale = len(e.points("full")) / max(1, len(points)) * want / runs
     return Cost(
         seconds * scale / 60,
         size * scale / 1e6,
         f"{runs} run(s) of {len(points)} points in {campaign} took {seconds:.0f} s; "
-        f"x{scale:.1f} for {e.repetitions} runs of the full sweep ({len(e.points('full'))} points)",
+        f"x{scale:.1f} for {want} runs of the full sweep ({len(e.points('full'))} points)",
     )
+
+
+def claim_runs() -> int:
+    """The independent runs `make claim` measures: as many as a verdict needs."""
+    return int(decide_settings()["min_runs"])
 
 
 def default_point_s(root: Path = REPO_ROOT) -> int:
@@ -110,13 +122,13 @@ def default_point_s(root: Path = REPO_ROOT) -> int:
 
 def bounded_cost(e: Experiment, root: Path = REPO_ROOT) -> Cost:
     """An experiment never measured on our machines: the bound the pipeline's time limits give."""
-    runs = len(e.points("full")) * e.repetitions
+    runs = len(e.points("full")) * claim_runs()
     limit = e.point_s or default_point_s(root)
     return Cost(
         runs * limit / 60,
         runs * len(e.metrics) * RECORD_BYTES / 1e6,
         f"never measured in an archived campaign (needs hardware we lack): at most "
-        f"{len(e.points('full'))} points x {e.repetitions} runs x {limit} s per-point limit; "
+        f"{len(e.points('full'))} points x {claim_runs()} runs x {limit} s per-point limit; "
         f"disk at most {len(e.metrics)} records of {RECORD_BYTES} B per point-run",
         bound=True,
     )
