@@ -276,3 +276,17 @@ def test_export_zip_stands_alone(tmp_path: Path):
             assert resolved in names, (name, href)
     combined = z.read("synth/report/combined/index.html").decode()
     assert "not in this export: results/other/report/index.html" in combined
+
+
+def test_why_cuda_is_missing_is_what_was_checked():
+    from gicomm.needs import unmet_needs
+
+    needs = {"gpus": 1, "cuda_build": True}
+    no_gpu = {"gpus": {"devices": []}, "tools": {"nvcc": "13.0"}}
+    (gpu, cuda) = unmet_needs(needs, no_gpu, {"cuda": False})
+    assert gpu == "needs 1 GPU(s), found 0"
+    assert "no GPU on this host (nvcc 13.0 is installed" in cuda and "not found" not in cuda
+    no_nvcc = {"gpus": {"devices": [{"name": "H200"}]}, "tools": {"nvcc": None}}
+    assert unmet_needs(needs, no_nvcc, {"cuda": False}) == [
+        "needs the CUDA build; the native build has none: nvcc was not found on this host"
+    ]

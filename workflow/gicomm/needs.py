@@ -31,5 +31,22 @@ def unmet_needs(
     if needs.get("clock_lock") and not may_lock_clocks:
         reasons.append("needs permission to lock SM clocks; the platform config does not grant it")
     if needs.get("cuda_build") and not build.get("cuda"):
-        reasons.append("needs the CUDA build; nvcc was not found when native/ was built")
+        reasons.append(f"needs the CUDA build; {no_cuda_build(hardware, build)}")
     return reasons
+
+
+def no_cuda_build(hardware: dict[str, Any], build: dict[str, Any]) -> str:
+    """Why the native build has no CUDA targets, from what was checked: no GPU on the host (the
+    default native.cuda=auto builds them only where one is), no nvcc, or CUDA turned off."""
+    nvcc = (hardware.get("tools") or {}).get("nvcc")
+    gpus = (hardware.get("gpus") or {}).get("devices") or []
+    if build.get("cuda_reason"):
+        return str(build["cuda_reason"])
+    if not gpus and nvcc:
+        return (
+            f"the native build left them out: no GPU on this host (nvcc {nvcc} is installed; "
+            "native.cuda=auto builds CUDA targets only where a GPU is)"
+        )
+    if not nvcc:
+        return "the native build has none: nvcc was not found on this host"
+    return "the native build has none although nvcc and a GPU were found (native.cuda=off?)"
