@@ -290,3 +290,48 @@ def test_why_cuda_is_missing_is_what_was_checked():
     assert unmet_needs(needs, no_nvcc, {"cuda": False}) == [
         "needs the CUDA build; the native build has none: nvcc was not found on this host"
     ]
+
+
+def test_emulated_nic_rows_are_labelled_and_never_mixed_with_real_nic_rows():
+    import pandas as pd
+    from conftest import make_record
+
+    from gicomm.aggregate import summarize_runs
+    from gicomm.catalogue import TABLES
+    from gicomm.tables import paper_first
+    from gicomm.tidy import tidy_frame
+
+    recs = [make_record(experiment="one_op", transport="mini-gda", nic_backend="mlx5",
+                        metric="issue_ns", run_index=r, stats={"n": 5, "p50": 700.0},
+                        params={"payload": "inline", "size": 8}) for r in range(5)]  # fmt: skip
+    records = tidy_frame(recs)
+    real = summarize_runs(records).assign(rdma_provider="")
+    emulated = real.assign(rdma_provider="emulated", p50=350.0, p50_min=350.0, p50_max=350.0)
+    t = paper_first(pd.concat([real, emulated]), records, pd.DataFrame(), TABLES["tab03"])
+    ours = t[(t["source"] == "this campaign") & (t["path"] == "mini-gda inline")]
+    assert sorted(ours["measured on"].str.split(",").str[0]) == [
+        "mlx5 (emulated NIC)", "mlx5 (real NIC)"]  # fmt: skip
+    values = dict(zip(ours["measured on"].str.split(",").str[0], ours["pib_issue_us"],
+                      strict=True))  # fmt: skip
+    assert values == {"mlx5 (emulated NIC)": "0.35", "mlx5 (real NIC)": "0.7"}
+
+
+def test_rates_near_the_engine_ceiling_are_marked_in_tables():
+    import pandas as pd
+    from conftest import make_record
+
+    from gicomm.aggregate import summarize_runs
+    from gicomm.catalogue import TABLES
+    from gicomm.tables import BOUND_MARK, paper_first
+    from gicomm.tidy import tidy_frame
+
+    recs = [make_record(experiment="proxy_msg_rate", transport="mini-proxy",
+                        nic_backend="softnic-cpu", metric="msg_rate", unit="Mmsg/s", run_index=r,
+                        stats={"n": 5, "p50": 14.0},
+                        params={"enqueue": "tuned", "workers": 1, "batch": 16, "state": "cold"})
+            for r in range(5)]  # fmt: skip
+    records = tidy_frame(recs)
+    summary = summarize_runs(records).assign(engine_ceiling=20.0)  # 14 is within 2x of 20
+    t = paper_first(summary, records, pd.DataFrame(), TABLES["tab10"])
+    row = t[(t["source"] == "this campaign") & (t["path"] == "mini-proxy B=16")].iloc[0]
+    assert row["mmsg_per_s_cold"] == f"14{BOUND_MARK}" and "model-NIC bound" in row["note"]

@@ -360,7 +360,14 @@ def draw_bars(ax: plt.Axes, d: pd.DataFrame, panel: Panel, refs: list[Reference]
     cats = list(
         dict.fromkeys([*(ours["category"] if not d.empty else []), *(x for r in refs for x in r.x)])
     )
-    ax.set_xticks(range(len(cats)), cats, fontsize=7)
+    crowded = len(cats) > 6  # long category names side by side: tilt them
+    ax.set_xticks(
+        range(len(cats)),
+        [c.replace("\n", " ") if crowded else c for c in cats],
+        fontsize=7,
+        rotation=30 if crowded else 0,
+        ha="right" if crowded else "center",
+    )
     ax.set_xlim(-0.6, len(cats) - 0.4)
     if d.empty:
         return cats
@@ -451,19 +458,24 @@ def draw_panel(
             bbox={"facecolor": "#fbf6e6", "edgecolor": "#e0cf9a"},
             gid=f"why-{panel.id}",
         )
+    return notes
+
+
+LEGEND_ROW_IN = 0.135  # inches per legend entry (6.5 pt text)
+PANEL_IN = 3.1  # height of a panel's axes with its tick labels and axis label
+BARS_EXTRA_IN = 0.8  # tilted category names under a bar panel
+
+
+def panel_legend(ax: plt.Axes, where: plt.Axes) -> int:
+    """The panel's legend, one entry per label, in its own axes under the panel (so the layout
+    sizes it like any other part); returns the number of entries."""
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))  # one entry per label (first marker)
+    where.axis("off")
     if unique:
-        ax.legend(
-            unique.values(),
-            unique.keys(),
-            fontsize=LEGEND_FONT,
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.2 if panel.kind == "bars" else -0.18),
-            ncol=1,
-            frameon=False,
-        )
-    return notes
+        where.legend(unique.values(), unique.keys(), fontsize=LEGEND_FONT, loc="upper center",
+                     ncol=1, frameon=False, borderaxespad=0.0)  # fmt: skip
+    return len(unique)
 
 
 def header(campaign: str, spec: FigureSpec, d: pd.DataFrame) -> str:
@@ -498,12 +510,14 @@ def draw_paper_figure(
     ncols = min(spec.columns, n)
     nrows = -(-n // ncols)
     fig = plt.figure(figsize=(FIGSIZE[0], 1.0), layout="constrained")
-    grid = fig.add_gridspec(nrows + 1, ncols, height_ratios=[*([1.0] * nrows), 0.22])
+    # Rows: each row of panels, then a row for their legends; the notes last.
+    grid = fig.add_gridspec(2 * nrows + 1, ncols)
     notes: list[str] = [spec.note] if spec.note else []
     all_rows = []
-    entries = 0
+    entries = [0] * nrows
     for i, panel in enumerate(spec.panels):
-        ax = fig.add_subplot(grid[i // ncols, i % ncols])
+        row, col = divmod(i, ncols)
+        ax = fig.add_subplot(grid[2 * row, col])
         d = panel_rows(summary, spec, panel)
         why = (
             ""
@@ -516,9 +530,9 @@ def draw_paper_figure(
         if d.empty and not why.startswith(("not measured", "not runnable", "failed")):
             why = f"not measured in this campaign: {why}"
         notes += draw_panel(ax, spec, panel, d, model_rows(beside, records, spec, panel), why)
-        entries = max(entries, len(set(ax.get_legend_handles_labels()[1])))
+        entries[row] = max(entries[row], panel_legend(ax, fig.add_subplot(grid[2 * row + 1, col])))
         all_rows.append(d)
-    foot = fig.add_subplot(grid[nrows, :])
+    foot = fig.add_subplot(grid[2 * nrows, :])
     foot.axis("off")
     text = "\n".join(textwrap.fill(t, 165) for t in dict.fromkeys(notes))
     foot.text(
@@ -530,8 +544,11 @@ def draw_paper_figure(
         else pd.DataFrame()
     )
     fig.suptitle(header(campaign, spec, rows), fontsize=9)
-    legend_in = 0.12 * entries
-    fig.set_size_inches(FIGSIZE[0], nrows * (3.3 + legend_in) + 0.7 + 0.12 * text.count("\n"))
+    panel_in = PANEL_IN + (BARS_EXTRA_IN if any(p.kind == "bars" for p in spec.panels) else 0.0)
+    heights = [h for e in entries for h in (panel_in, LEGEND_ROW_IN * max(e, 1))]
+    heights.append(0.14 * (text.count("\n") + 1) if text else 0.05)
+    grid.set_height_ratios(heights)
+    fig.set_size_inches(FIGSIZE[0], sum(heights) + 0.6)
     return fig
 
 
