@@ -17,7 +17,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def test_catalogue_maps_every_paper_figure_to_an_experiment_it_reads():
-    assert FIGURE_IDS == tuple(f"fig{n:02d}" for n in range(3, 12))
+    assert tuple(f"fig{n:02d}" for n in range(3, 12)) == FIGURE_IDS
     expected = {"fig03": "inline_payload", "fig04": "completion_scope", "fig05": "sm_clock",
                 "fig06": "loaded_rtt", "fig07": "proxy_msg_rate", "fig08": "goodput",
                 "fig09": "kernel_cost", "fig10": "connection_scaling", "fig11": "goodput"}  # fmt: skip

@@ -11,7 +11,7 @@ Campaign report (results/<campaign>/report/):
   model.html              the performance model: validation against the paper, fitted parameters,
                           predicted beside measured, the platform's predictions
   data/<exp>.csv          tidy CSV of every record of the experiment (and claims.csv, summary.csv,
-                          model_*.csv, and source-<host>.diff when the campaign measured a dirty tree)
+                          model_*.csv; source-<host>.diff when the campaign measured a dirty tree)
 Across campaigns (results/<configured campaign>/report/combined/index.html): a tally of verdicts
 per campaign, each claim's verdict per campaign, and one comparison figure per experiment.
 Statuses and reasons come from the records (gicomm.status): nothing is green that did not run.
