@@ -254,7 +254,8 @@ def test_every_page_loads_its_images_and_no_link_is_broken(
     assert not problems, "\n".join(problems[:20])
     # The index, a page per paper experiment, and the report across campaigns were all visited.
     assert f"{served}/synth/report/experiments/sm_clock.html" in seen
-    assert f"{served}/combined/report/index.html" in seen
+    assert f"{served}/synth/report/combined/index.html" in seen
+    assert f"{served}/synth/report/tables.html" in seen
     assert f"{served}/other/report/index.html" in seen
     assert len(seen) > 25 and images > 20
 
@@ -270,6 +271,20 @@ def test_screenshot_of_the_index(served: tuple[str, Path], browser: DevTools, tm
         "Array.from(document.querySelectorAll('td.verdict')).map(t => t.textContent)"
     )
     assert {"reproduced", "not reproduced", "not measurable here"} <= set(verdicts)
+
+
+def test_tables_fit_1400_px_without_sideways_scrolling(served: tuple[str, Path], browser: DevTools):
+    served, _ = served
+    for page in ("tables.html", "experiments/one_op.html", "index.html"):
+        browser.open(f"{served}/synth/report/{page}")
+        width = json.loads(browser.evaluate(
+            "JSON.stringify({page: document.documentElement.scrollWidth, view: innerWidth,"
+            " tables: Array.from(document.querySelectorAll('table.paper-table, table.claims'))"
+            "  .map(t => Math.ceil(t.getBoundingClientRect().right))})"
+        ))  # fmt: skip
+        assert width["view"] == 1400
+        assert width["page"] <= width["view"], (page, width["page"])
+        assert max(width["tables"], default=0) <= width["view"], (page, width["tables"])
 
 
 def test_the_checks_catch_a_missing_image_and_a_dead_link(

@@ -182,10 +182,12 @@ def environment() -> jinja2.Environment:
 def frame_html(d: pd.DataFrame, empty: str = "No measured points.") -> str:
     if d.empty:
         return f"<p class='empty'>{html.escape(empty)}</p>"
-    return d.to_html(
+    # Data dumps (sweeps, ratios, fits) may be wider than the page: they scroll in their own box.
+    table = d.to_html(
         index=False, classes="sweep", border=0, na_rep="",
         float_format=lambda v: f"{v:.4g}",
     )  # fmt: skip
+    return f"<div class='wide'>{table}</div>"
 
 
 def with_intervals(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
@@ -374,7 +376,7 @@ def paper_table_view(spec: TableSpec, tables_dir: Path) -> dict[str, Any]:
     numeric = [c for c in frame.columns if c not in fixed]
     header = [
         {"title": column_title(c, spec.terms), "ours": spec.columns.get(c, {}).get("ours", ""),
-         "filled": c in spec.columns}
+         "filled": c in spec.columns, "css": "num" if _numeric(frame[c]) else "text"}
         for c in numeric
     ]  # fmt: skip
     rows = []
@@ -396,6 +398,11 @@ def paper_table_view(spec: TableSpec, tables_dir: Path) -> dict[str, Any]:
         "csv": f"tables/{spec.tab_id}.csv",
         "measured": sum(1 for r in rows if r["css"] == "ours"),
     }
+
+
+def _numeric(cells: pd.Series) -> bool:
+    """A column of numbers as the paper prints them ('1.79', '~2x', '106-110', '1,350')."""
+    return cells.astype(str).str.fullmatch(r"[~\d.,\-\u2013/ x%]*").all()
 
 
 def render_campaign_report(r: CampaignReport) -> None:
