@@ -145,6 +145,12 @@ def _panel(d: dict[str, Any], where: str) -> Panel:
     )
 
 
+def _named(d: dict[str, Any], where: str) -> dict[str, str]:
+    """What every figure and table of the catalogue has: its reference in the paper, its title,
+    and the paper experiment whose report page shows it."""
+    return {k: str(_need(d, k, where)) for k in ("paper_ref", "title", "experiment")}
+
+
 @cache
 def load_catalogue(path: Path = CATALOGUE_FILE) -> Catalogue:
     data = load_yaml(path)
@@ -159,9 +165,7 @@ def load_catalogue(path: Path = CATALOGUE_FILE) -> Catalogue:
         where = f"figures.{fid}"
         figures[fid] = FigureSpec(
             fig_id=fid,
-            paper_ref=str(_need(f, "paper_ref", where)),
-            title=str(_need(f, "title", where)),
-            experiment=str(_need(f, "experiment", where)),
+            **_named(f, where),
             reads=_tuple(_need(f, "reads", where)),
             platform=str(f.get("platform", "")),
             panels=tuple(
@@ -175,9 +179,7 @@ def load_catalogue(path: Path = CATALOGUE_FILE) -> Catalogue:
         where = f"tables.{tid}"
         tables[tid] = TableSpec(
             tab_id=tid,
-            paper_ref=str(_need(t, "paper_ref", where)),
-            title=str(_need(t, "title", where)),
-            experiment=str(_need(t, "experiment", where)),
+            **_named(t, where),
             paper_csv=str(_need(t, "paper_csv", where)),
             label_columns=_tuple(_need(t, "label_columns", where)),
             columns=dict(t.get("columns") or {}),
