@@ -51,6 +51,7 @@ class Panel:
     select: dict[str, Any]
     series_by: tuple[str, ...]
     paper: tuple[dict[str, Any], ...]
+    max_series: int = 8  # more measured series than this: the other parameters are fixed
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ def _panel(d: dict[str, Any], where: str) -> Panel:
         select=dict(d.get("select", {})),
         series_by=_tuple(d.get("series_by")),
         paper=tuple(d.get("paper", [])),
+        max_series=int(d.get("max_series", 8)),
     )
 
 

@@ -83,6 +83,11 @@ def _text(name: str, v: object) -> str:
     return f"{name}={v}"
 
 
+def colors(n: int) -> list[Any]:
+    """n distinct colours: seaborn's ten, or evenly spaced hues beyond ten."""
+    return sns.color_palette(n_colors=max(n, 1)) if n <= 10 else sns.color_palette("husl", n)
+
+
 def panel_rows(summary: pd.DataFrame, spec: FigureSpec, panel: Panel) -> pd.DataFrame:
     """This campaign's summary rows of a panel, in the panel's unit (value, lo, hi)."""
     sel = dict(panel.select)
@@ -121,12 +126,14 @@ def _varying(d: pd.DataFrame, exclude: Sequence[str]) -> list[str]:
     ]
 
 
-def fix_extra(d: pd.DataFrame, keep: Sequence[str]) -> tuple[pd.DataFrame, list[str], list[str]]:
+def fix_extra(
+    d: pd.DataFrame, keep: Sequence[str], x: str | None, max_series: int = MAX_SERIES
+) -> tuple[pd.DataFrame, list[str], list[str]]:
     """The parameters that vary besides x and the series fields: they join the series label; when
-    that makes more than MAX_SERIES series, they are fixed at their commonest value (said)."""
-    extra = _varying(d, keep)
+    that makes more than max_series series, they are fixed at their commonest value (said)."""
+    extra = _varying(d, [*keep, *([x] if x else [])])
     fixed: list[str] = []
-    while extra and _count(d, [*keep, *extra]) > MAX_SERIES:
+    while extra and _count(d, [*keep, *extra]) > max_series:
         col = extra.pop(0)
         counts = d[col].dropna().value_counts()
         value = counts.index[0]
@@ -211,6 +218,8 @@ def set_scale(ax: plt.Axes, axis: str, scale: str) -> None:
         setter("symlog", linthresh=1.0, base=2)
     elif scale == "log":
         setter("log")
+    if scale == "log":  # 1, 2, 5, 10, 20, 50, ...: enough labels on a short decade
+        target.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     if scale != "linear":
         target.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         target.set_minor_formatter(ticker.NullFormatter())
@@ -253,10 +262,9 @@ def draw_lines(ax: plt.Axes, d: pd.DataFrame, panel: Panel) -> list[str]:
     """This campaign's series against x; returns notes for the figure."""
     notes: list[str] = []
     d = d.assign(x=x_of(d, panel)).dropna(subset=["x"])
-    keep = [f"param_{f}" for f in panel.series_by] + (
-        [f"param_{panel.x.param}"] if panel.x.param else []
-    )
-    d, extra, fixed = fix_extra(d, keep)
+    keep = [f"param_{f}" for f in panel.series_by]
+    x = f"param_{panel.x.param}" if panel.x.param else None
+    d, extra, fixed = fix_extra(d, keep, x, panel.max_series)
     if fixed:
         notes.append(f"{panel.title}: others fixed at {', '.join(fixed)}")
     if panel.kind == "normalized":
@@ -267,7 +275,7 @@ def draw_lines(ax: plt.Axes, d: pd.DataFrame, panel: Panel) -> list[str]:
     else:
         d = d.assign(series=series_names(d, panel.series_by, extra))
     names = sorted(d["series"].unique())
-    palette = dict(zip(names, sns.color_palette(n_colors=max(len(names), 1)), strict=False))
+    palette = dict(zip(names, colors(len(names)), strict=False))
     bound_drawn = False
     for name in names:
         g = (
@@ -381,7 +389,7 @@ def draw_bars(ax: plt.Axes, d: pd.DataFrame, panel: Panel, refs: list[Reference]
     clocks = ours["sm_clock_mhz"] if "sm_clock_mhz" in ours else pd.Series(np.nan, index=ours.index)
     ours = ours.assign(where=backend + ", " + clocks.groupby(backend).transform(clock_text))
     wheres = sorted(ours["where"].unique())
-    palette = dict(zip(wheres, sns.color_palette(n_colors=len(wheres)), strict=False))
+    palette = dict(zip(wheres, colors(len(wheres)), strict=False))
     g = ours.groupby(["category", "where"], as_index=False).agg(
         value=("value", "median"), lo=("lo", "min"), hi=("hi", "max")
     )
