@@ -220,3 +220,14 @@ def experiment_names(name: str) -> list[str]:
 def value_label(param: str, value: object) -> str:
     """How a parameter's value is shown (the paper's words where ours differ)."""
     return CATALOGUE.value_labels.get(param, {}).get(str(value), str(value))
+
+
+def paper_place(name: str, title: str) -> str:
+    """Where an experiment is in the paper: its own figures and tables, those of the paper
+    experiment it backs, or that it stands beside the paper."""
+    if name in CATALOGUE.experiments:
+        return CATALOGUE.experiments[name]["paper_ref"]
+    backs = [n for n, v in CATALOGUE.experiments.items() if name in v["reads"]]
+    if backs:
+        return "; ".join(f"{CATALOGUE.experiments[n]['paper_ref']} (with `{n}`)" for n in backs)
+    return f"beside the paper: {title}"

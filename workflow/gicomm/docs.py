@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from gicomm import CONFIG_DIR, REPO_ROOT
-from gicomm.catalogue import CATALOGUE
+from gicomm.catalogue import paper_place
 from gicomm.experiments import Experiment, load_experiment
 
 BEGIN, END = "<!-- experiments:begin -->", "<!-- experiments:end -->"
@@ -41,21 +41,12 @@ def needs_text(e: Experiment) -> str:
     return base + (f" (more for {', '.join(extra)})" if extra else "")
 
 
-def paper_text(e: Experiment) -> str:
-    """Where the experiment is in the paper, from the paper's catalogue: its own figures and
-    tables, those of the paper experiment it backs, or that it is not one of the paper's."""
-    if e.name in CATALOGUE.experiments:
-        return CATALOGUE.experiments[e.name]["paper_ref"]
-    backs = [n for n, v in CATALOGUE.experiments.items() if e.name in v["reads"]]
-    if backs:
-        return "; ".join(f"{CATALOGUE.experiments[n]['paper_ref']} (with `{n}`)" for n in backs)
-    return f"beside the paper: {e.title}"
-
-
 def readme_table(config_dir: Path = CONFIG_DIR) -> str:
     rows = ["| experiment | paper | needs | command |", "|---|---|---|---|"]
     for e in experiments(config_dir):
-        rows.append(f"| `{e.name}` | {paper_text(e)} | {needs_text(e)} | `{run_command(e.name)}` |")
+        rows.append(
+            f"| `{e.name}` | {paper_place(e.name, e.title)} | {needs_text(e)} | `{run_command(e.name)}` |"
+        )
     return "\n".join(rows)
 
 

@@ -32,7 +32,14 @@ import pandas as pd
 
 from gicomm import CONFIG_DIR, REPO_ROOT, status
 from gicomm.aggregate import KEYS, as_text, param_columns
-from gicomm.catalogue import CATALOGUE, FIGURES, PAPER_EXPERIMENTS, TABLES, TableSpec
+from gicomm.catalogue import (
+    CATALOGUE,
+    FIGURES,
+    PAPER_EXPERIMENTS,
+    TABLES,
+    TableSpec,
+    paper_place,
+)
 from gicomm.claims import VERDICTS, where_ran
 from gicomm.fsutil import write_atomic
 from gicomm.intervals import point_intervals
@@ -63,7 +70,7 @@ def experiment_meta(name: str) -> dict[str, Any]:
     meta = load_yaml(path) if path.exists() else {}
     meta = meta if isinstance(meta, dict) else {}
     meta.setdefault("title", name.replace("_", " "))
-    meta.setdefault("paper_ref", PAPER_EXPERIMENTS.get(name, ""))
+    meta["paper_ref"] = paper_place(name, meta["title"])  # the catalogue's word, not the config's
     return meta
 
 
