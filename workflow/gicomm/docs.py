@@ -44,9 +44,8 @@ def needs_text(e: Experiment) -> str:
 def readme_table(config_dir: Path = CONFIG_DIR) -> str:
     rows = ["| experiment | paper | needs | command |", "|---|---|---|---|"]
     for e in experiments(config_dir):
-        rows.append(
-            f"| `{e.name}` | {paper_place(e.name, e.title)} | {needs_text(e)} | `{run_command(e.name)}` |"
-        )
+        paper = paper_place(e.name, e.title)
+        rows.append(f"| `{e.name}` | {paper} | {needs_text(e)} | `{run_command(e.name)}` |")
     return "\n".join(rows)
 
 
