@@ -136,7 +136,7 @@ def test_sweep_of_blocks_joins_products_and_reduced_overrides_each_block(tmp_pat
             "transport": ["mini-gda"],
             "nic_backend": ["softnic-gpu"],
             "payload": ["inline"],
-            "size": [8, 64],
+            "variant": ["none", "sys_fence"],
         },
     ]
     src["reduced"] = {"payload": ["inline"]}
@@ -147,11 +147,21 @@ def test_sweep_of_blocks_joins_products_and_reduced_overrides_each_block(tmp_pat
     assert [pt.params for pt in e.points()] == [
         {"transport": "mini-gda", "nic_backend": "softnic-cpu", "payload": "inline"},
         {"transport": "mini-gda", "nic_backend": "softnic-cpu", "payload": "pointer"},
-        {"transport": "mini-gda", "nic_backend": "softnic-gpu", "payload": "inline", "size": 8},
-        {"transport": "mini-gda", "nic_backend": "softnic-gpu", "payload": "inline", "size": 64},
+        {
+            "transport": "mini-gda",
+            "nic_backend": "softnic-gpu",
+            "payload": "inline",
+            "variant": "none",
+        },
+        {
+            "transport": "mini-gda",
+            "nic_backend": "softnic-gpu",
+            "payload": "inline",
+            "variant": "sys_fence",
+        },
     ]
     assert len(e.points("reduced")) == 3
-    assert e.swept == ["transport", "nic_backend", "payload", "size"]
+    assert e.swept == ["transport", "nic_backend", "payload", "variant"]
 
 
 def test_cuda_build_modes():
@@ -181,6 +191,6 @@ def test_unknown_transport_or_backend_is_refused(tmp_path: Path, key: str, value
     p = tmp_path / "one_op.yaml"
     p.write_text(yaml.safe_dump(src))
     with pytest.raises(
-        ConfigError, match=f"'{key}': value '{value}' is not a known {key}; allowed:"
+        ConfigError, match=f"parameter '{key}': value '{value}' is not allowed; allowed:"
     ):
         load_experiment(p)

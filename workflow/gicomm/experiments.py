@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gicomm.errors import ConfigError
+from gicomm.params import FIRST_CLASS, ParamSpec, parse_specs, point_problems
 from gicomm.schema import apply_defaults, load_schema, validate
+from gicomm.vocabulary import default_nic_backend
 from gicomm.yamlio import load_yaml
 
 Params = dict[str, str | int | float | bool]
@@ -19,13 +21,29 @@ Block = dict[str, list[Any]]
 
 @dataclass(frozen=True)
 class Point:
-    """One sweep point: a stable id and its parameters."""
+    """One sweep point: a stable id and its swept parameters (`params`, transport and nic_backend
+    included, as the id hashes them), with the transport and NIC backend it runs on resolved from
+    the experiment's declared defaults (None where the experiment derives them)."""
 
     point_id: str
     params: Params
+    transport: str | None = None
+    nic_backend: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"point_id": self.point_id, "params": self.params}, sort_keys=True)
+
+    @property
+    def driver_params(self) -> Params:
+        """The params a driver gets and a record carries: without transport and nic_backend."""
+        return {k: v for k, v in self.params.items() if k not in FIRST_CLASS}
+
+    def line(self) -> str:
+        """The point as a line of a driver's points file (native/bench/README.md)."""
+        ids = {k: v for k in FIRST_CLASS if (v := getattr(self, k)) is not None}
+        return json.dumps(
+            {"point_id": self.point_id, **ids, "params": self.driver_params}, sort_keys=True
+        )
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,7 @@ class Experiment:
     sweeps: dict[str, list[Block]]
     figure: dict[str, Any]
     path: Path
+    params: dict[str, ParamSpec] = field(default_factory=dict)
 
     def needs_of(self, point: Point) -> dict[str, Any]:
         """The experiment's needs plus those of every `needs_when` entry the point matches."""
@@ -64,8 +83,28 @@ class Experiment:
         points: dict[str, Point] = {}
         for block in blocks:
             for p in expand_sweep(self.name, block):
-                points.setdefault(p.point_id, p)
+                points.setdefault(p.point_id, self.resolve(p))
         return list(points.values())
+
+    def resolve(self, p: Point) -> Point:
+        """`p` with its transport and NIC backend: swept, else the declared default, else (NIC
+        backend) the transport's default from the vocabulary; None where the experiment derives
+        them from other parameters."""
+        if not self.params:
+            return p
+        transport = p.params.get("transport", self.params["transport"].default)
+        nic = self.params.get("nic_backend")
+        backend = p.params.get("nic_backend")
+        if backend is None and nic is not None and nic.default is not None:
+            backend = nic.default
+        if backend is None and transport is not None and (nic is None or nic.derived is None):
+            backend = default_nic_backend(str(transport))
+        return Point(
+            p.point_id,
+            p.params,
+            None if transport is None else str(transport),
+            None if backend is None else str(backend),
+        )
 
     @property
     def swept(self) -> list[str]:
@@ -79,6 +118,7 @@ class Experiment:
 
 
 def point_id(experiment: str, params: Params) -> str:
+    """Stable id: experiment and the full swept parameters (transport and nic_backend included)."""
     blob = json.dumps({"experiment": experiment, "params": params}, sort_keys=True)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -93,25 +133,41 @@ def expand_sweep(experiment: str, sweep: dict[str, list[Any]]) -> list[Point]:
     return points
 
 
-def known_values() -> dict[str, list[str]]:
-    """Parameters whose values gicomm knows: transport (experiment schema) and nic_backend (the
-    record schema's enum), so a typo fails at load instead of producing skipped points."""
-    return {
-        "transport": load_schema("experiment")["$defs"]["transport"]["enum"],
-        "nic_backend": list(load_schema("record")["properties"]["nic_backend"]["enum"]),
-    }
+def declared_params(path: Path, data: dict[str, Any]) -> dict[str, ParamSpec]:
+    """The experiment's parameter declarations: its own `params`, or those of the experiment
+    `params_of` names (same driver code)."""
+    if ("params" in data) == ("params_of" in data):
+        raise ConfigError(
+            f"{path}: declare the experiment's parameters under 'params', or name the experiment "
+            f"whose parameters it takes under 'params_of' (one of the two)"
+        )
+    if "params" in data:
+        return parse_specs(data["params"], str(path))
+    other = path.with_name(f"{data['params_of']}.yaml")
+    if not other.exists():
+        raise ConfigError(f"{path}: 'params_of': no experiment {data['params_of']!r} ({other})")
+    source = load_yaml(other)
+    if not isinstance(source, dict) or "params" not in source:
+        raise ConfigError(f"{path}: 'params_of': {other} declares no 'params' of its own")
+    return parse_specs(source["params"], str(other))
 
 
-def check_known_values(path: Path, blocks: list[dict[str, Any]]) -> None:
-    for name, allowed in known_values().items():
-        for block in blocks:
-            values = block.get(name, [])
-            for v in values if isinstance(values, list) else [values]:
-                if v not in allowed:
-                    raise ConfigError(
-                        f"{path}: '{name}': value {v!r} is not a known {name}; "
-                        f"allowed: {', '.join(allowed)}"
-                    )
+def check_sweep(path: Path, what: str, specs: dict[str, ParamSpec], blocks: list[Block]) -> None:
+    """Every point of `blocks` names declared parameters with allowed values (first problem)."""
+    for i, block in enumerate(blocks):
+        where = f"{path}: '{what}'" + (f" block {i + 1}" if len(blocks) > 1 else "")
+        for name, values in block.items():
+            spec = specs.get(name)
+            if spec is None:
+                raise ConfigError(
+                    f"{where}: unknown parameter '{name}'; allowed: {', '.join(sorted(specs))}"
+                )
+            for v in values:
+                if why := spec.problem(v):
+                    raise ConfigError(f"{where}: {why}")
+        for p in expand_sweep(path.stem, block):
+            if problems := point_problems(specs, p.params):
+                raise ConfigError(f"{where}: {problems[0]}")
 
 
 def as_blocks(sweep: Block | list[Block]) -> list[Block]:
@@ -151,7 +207,15 @@ def load_experiment(path: str | Path) -> Experiment:
             if isinstance(reduced, list)
             else [{k: reduced.get(k, v) for k, v in block.items()} for block in full]
         )
-    check_known_values(path, full + [w["when"] for w in data.get("needs_when", [])])
+    specs = declared_params(path, data)
+    for mode, blocks in sweeps.items():
+        check_sweep(path, "sweep" if mode == "full" else mode, specs, blocks)
+    check_sweep(
+        path,
+        "needs_when",
+        specs,
+        [{k: [v] for k, v in w["when"].items()} for w in data.get("needs_when", [])],
+    )
     for i, w in enumerate(data.get("needs_when", [])):
         unknown = sorted(set(w["when"]) - set(swept))
         if unknown:
@@ -177,4 +241,5 @@ def load_experiment(path: str | Path) -> Experiment:
         sweeps=sweeps,
         figure=data.get("figure", {}),
         path=path,
+        params=specs,
     )
