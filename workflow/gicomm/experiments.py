@@ -38,6 +38,19 @@ class Point:
         """The params a driver gets and a record carries: without transport and nic_backend."""
         return {k: v for k, v in self.params.items() if k not in FIRST_CLASS}
 
+    @staticmethod
+    def from_line(text: str) -> Point:
+        """A points-file line (transport and nic_backend beside the params, or, in the first
+        points files, inside them), with `params` the full swept parameters again."""
+        d = json.loads(text)
+        params = dict(d.get("params", {}))
+        for key in FIRST_CLASS:
+            if key in d:
+                if key in params:
+                    raise ValueError(f"points line {d.get('point_id')}: '{key}' given twice")
+                params[key] = d[key]
+        return Point(str(d["point_id"]), params, params.get("transport"), params.get("nic_backend"))
+
     def line(self) -> str:
         """The point as a line of a driver's points file (native/bench/README.md)."""
         ids = {k: v for k in FIRST_CLASS if (v := getattr(self, k)) is not None}

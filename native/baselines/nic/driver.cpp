@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "common/json.h"
+#include "harness/harness.h"
 #include "nic/knobs.h"
 #include "support/process.h"
 #include "support/ranks.h"
@@ -104,9 +104,7 @@ std::vector<std::string> base_args(int argc, char** argv) {
   return out;
 }
 
-std::string point_line(const Point& p) {
-  return "{\"point_id\": " + gicomm::bench::json_escape(p.point_id) + ", \"params\": " + p.params.to_json() + "}\n";
-}
+std::string point_line(const Point& p) { return gicomm::bench::point_to_json(p) + "\n"; }
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::trunc);
@@ -114,7 +112,7 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
-std::string p_transport(const Point& p) { return p.params.get_string("transport", ""); }
+std::string p_transport(const Point& p) { return p.transport; }
 
 void record_all(const gb::RankContext& ctx, const std::vector<Point>& points, const std::string& status,
                 const std::string& why) {

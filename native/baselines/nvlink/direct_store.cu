@@ -1,4 +1,5 @@
-// gicomm-bench-nvlink: the NVLink dissection driver (native/bench/README.md contract).
+// gicomm-bench-nvlink: the NVLink dissection driver (experiments nvlink_dissection, nvlink_put_size;
+// native/bench/README.md contract).
 // Serves transport direct-store itself: one GPU thread stores into the peer GPU's memory through a
 // CUDA peer mapping (8-byte stores, then a release store of a flag), completion by a system-scope
 // fence, round trip by flag. The library paths run in sibling executables built only where their
@@ -125,7 +126,7 @@ int main(int argc, char** argv) {
   }
   // Points of a transport nobody serves.
   for (const auto& p : all) {
-    const std::string t = p.params.get_string("transport", "");
+    const std::string& t = p.transport;
     if (std::find(known.begin(), known.end(), t) != known.end()) continue;
     if (!gb::select_points({p}, {t}, ctx.options.out_path).empty())
       gb::write_point(ctx, p, gb::status_records(metric_names(), "failed",

@@ -253,7 +253,7 @@ std::vector<Point> select_points(const std::vector<Point>& all, const std::vecto
   for (auto& id : gicomm::bench::finished_points(out_path)) done.insert(id);
   std::vector<Point> out;
   for (const Point& p : all) {
-    const std::string t = p.params.get_string("transport", "");
+    const std::string& t = p.transport;
     if (std::find(transports.begin(), transports.end(), t) == transports.end()) continue;
     if (done.count(p.point_id)) continue;
     out.push_back(p);
@@ -272,7 +272,7 @@ std::string first_point_transport(int argc, char** argv, const std::vector<std::
   if (gicomm::bench::parse_options(argc, argv, &o, &error) == 0) {
     try {
       const auto points = gicomm::bench::load_points(o);
-      if (!points.empty()) transport = points.front().params.get_string("transport", "");
+      if (!points.empty()) transport = points.front().transport;
     } catch (const std::exception&) {
     }
   }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/harness.h"
+#include "harness/harness.h"
 
 namespace gicomm::baselines {
 

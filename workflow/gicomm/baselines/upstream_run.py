@@ -39,7 +39,9 @@ from gicomm import REPO_ROOT
 from gicomm.baselines.parsers import ParseError, Scalar, parse, to_records
 from gicomm.baselines.sources import RUN_PLACEHOLDERS, Baselines, Source, load_baselines
 from gicomm.errors import GicommError
+from gicomm.experiments import Point as SweepPoint
 from gicomm.needs import unmet_needs
+from gicomm.params import FIRST_CLASS
 from gicomm.records import append_records, new_record
 
 # transport (library_baselines) -> library (config/baselines.yaml)
@@ -83,7 +85,12 @@ class Args:
 @dataclass(frozen=True)
 class Point:
     point_id: str
-    params: dict[str, Scalar]
+    params: dict[str, Scalar]  # transport and nic_backend among them
+
+    @property
+    def recorded(self) -> dict[str, Scalar]:
+        """The params a record carries: transport and nic_backend stand beside them."""
+        return {k: v for k, v in self.params.items() if k not in FIRST_CLASS}
 
 
 @dataclass(frozen=True)
@@ -121,8 +128,8 @@ def load_points(path: Path) -> list[Point]:
     out = []
     for line in path.read_text().splitlines():
         if line.strip():
-            d = json.loads(line)
-            out.append(Point(point_id=str(d["point_id"]), params=dict(d.get("params", {}))))
+            swept = SweepPoint.from_line(line)  # transport and nic_backend back among the params
+            out.append(Point(point_id=swept.point_id, params=swept.params))
     return out
 
 
@@ -174,7 +181,7 @@ class Runner:
         return [
             new_record(
                 **self.identity(p),
-                params=p.params,
+                params=p.recorded,
                 metric=m,
                 unit="",
                 status=status,
@@ -299,7 +306,7 @@ class Runner:
                 p, metrics, f"{src.name}: {tool} printed no result: {exc}{tail(proc.stdout)}"
             )
         recs = to_records(
-            rows, **self.identity(p), params={**p.params, "tool": tool, "source": src.name}
+            rows, **self.identity(p), params={**p.recorded, "tool": tool, "source": src.name}
         )
         for r in recs:
             r["point_id"] = p.point_id

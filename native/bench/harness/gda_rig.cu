@@ -1,0 +1,170 @@
+#include "harness/gda_rig.h"
+
+#include <sstream>
+
+#include "gicomm/gda/gda.cuh"
+#include "gicomm/mlx5/cqe.h"
+#if defined(GICOMM_BENCH_WITH_MLX5)
+#include "gicomm/mlx5dev/devx.h"
+#endif
+
+namespace gicomm::bench {
+
+namespace {
+
+constexpr size_t kPage = size_t(2) << 20;
+
+// Completes everything a QP has outstanding: one thread per QP.
+__global__ void drain_kernel(gda::Context ctx) {
+  const uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
+  if (q < ctx.num_qps) gda::quiet_qp(ctx, ctx.qps[q]);
+}
+
+bool same_session(const gda::SessionConfig& a, const gda::SessionConfig& b) {
+  return a.engine == b.engine && a.num_qps == b.num_qps && a.sq_wqebbs == b.sq_wqebbs && a.hybrid == b.hybrid &&
+         a.timeout_ms == b.timeout_ms;
+}
+
+}  // namespace
+
+NicBuffer::NicBuffer(NicBackend backend, int device, size_t n) : bytes(n), pinned(backend == NicBackend::softnic_cpu) {
+  int saved = 0;
+  GICOMM_CUDA(cudaGetDevice(&saved));
+  GICOMM_CUDA(cudaSetDevice(device));
+  const cudaError_t e = pinned ? cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable)
+                               : cudaMalloc(&p, (n + kPage - 1) / kPage * kPage);
+  if (e == cudaSuccess && !pinned) cudaMemset(p, 0, n);
+  cudaSetDevice(saved);
+  if (e != cudaSuccess) throw PointFailure(std::string("allocation: ") + cudaGetErrorString(e));
+  if (pinned) std::memset(p, 0, n);
+}
+
+NicBuffer::~NicBuffer() {
+  if (pinned) {
+    cudaFreeHost(p);
+  } else {
+    cudaFree(p);
+  }
+}
+
+void NicBuffer::copy_out(size_t offset, void* out, size_t n) const {
+  GICOMM_CUDA(cudaMemcpy(out, static_cast<const uint8_t*>(p) + offset, n, cudaMemcpyDefault));
+}
+
+gda::SessionConfig gda_config(Run& run, uint32_t qps) {
+  gda::SessionConfig c;
+  const NicBackend backend = run.nic();
+  c.engine = name_of(backend);
+  c.num_qps = qps;
+  c.timeout_ms = static_cast<uint32_t>(run.options.timeout_ms);
+  if (backend == NicBackend::mlx5) {
+#if defined(GICOMM_BENCH_WITH_MLX5)
+    // A real ConnectX (gda::Session's mlx5 placement: loopback RC QPs, queues in GPU memory).
+    // Checked before any CUDA call, so a host without one exits 3 with one line.
+    std::string reason;
+    if (!gicomm::mlx5dev::DevxDevice::open("", &reason)) throw HardwareMissing("nic backend mlx5: " + reason);
+    if (gpu_count() == 0) throw HardwareMissing("no CUDA GPU visible");
+    run.doorbell_target = "uar-iomem";
+    run.topology = "loopback";  // every RC QP is connected to itself
+    return c;
+#else
+    throw HardwareMissing("nic backend mlx5: this build has no rdma-core");
+#endif
+  }
+  if (backend != NicBackend::softnic_gpu && backend != NicBackend::softnic_cpu)
+    throw PointFailure(std::string("mini-gda runs on softnic-gpu, softnic-cpu or mlx5, not ") + name_of(backend));
+  const int ndev = gpu_count();
+  if (ndev == 0) throw HardwareMissing("no CUDA GPU visible");
+  // The benchmarks allocate and free per point, and cudaFree synchronizes the whole device: with
+  // the persistent engine kernel on the producer's own GPU that would wait for the engine. The
+  // same-GPU placement is checked by gicomm-gda-gpu-check; the benchmarks need the peer GPU.
+  if (backend == NicBackend::softnic_gpu && ndev < 2)
+    throw HardwareMissing("nic backend softnic-gpu: the benchmarks run the engine on a peer GPU; " +
+                          std::to_string(ndev) + " GPU visible");
+  // The doorbell word the producer stores to: in the engine GPU's memory (across NVLink, as an
+  // MMIO store crosses PCIe), or in pinned host memory for host threads.
+  run.doorbell_target = backend == NicBackend::softnic_gpu ? "gpu-memory" : "pinned-host";
+  return c;
+}
+
+GdaRig::GdaRig(const gda::SessionConfig& cfg, const GdaMemory& mem) : cfg_(cfg), mem_(mem) {
+  const NicBackend backend = *nic_backend_named(cfg.engine);
+  GICOMM_CUDA(cudaSetDevice(cfg.producer_device));
+  session_ = std::make_unique<gda::Session>(cfg);
+  dst_ = std::make_unique<NicBuffer>(backend, mem.dst_device, mem.dst_bytes);
+  if (mem.src_bytes) src_ = std::make_unique<NicBuffer>(backend, mem.src_device, mem.src_bytes);
+  target_.dst = reinterpret_cast<uint64_t>(dst_->p);
+  target_.rkey = session_->register_mr(dst_->p, mem.dst_bytes, mem.dst_access).rkey;
+  if (src_) {
+    target_.src = reinterpret_cast<uint64_t>(src_->p);
+    target_.lkey = session_->register_mr(src_->p, mem.src_bytes, mem.src_access).lkey;
+  }
+  session_->start_engine();
+  GICOMM_CUDA(cudaSetDevice(cfg.producer_device));
+}
+
+GdaRig::~GdaRig() = default;
+
+GdaRig& GdaRig::reuse(const gda::SessionConfig& cfg, const GdaMemory& mem) {
+  static std::unique_ptr<GdaRig> rig;
+  if (rig && !rig->broken_ && same_session(rig->cfg_, cfg) && rig->mem_.dst_bytes >= mem.dst_bytes &&
+      rig->mem_.src_bytes >= mem.src_bytes)
+    return *rig;
+  rig.reset();
+  rig = std::make_unique<GdaRig>(cfg, mem);
+  return *rig;
+}
+
+void GdaRig::check(const char* what) {
+  const cudaError_t e = cudaDeviceSynchronize();
+  const std::string err = session_->take_error();
+  if (e != cudaSuccess || !err.empty()) {
+    broken_ = true;  // a failed QP is in error state: start over for the next point
+    throw PointFailure(std::string(what) + ": " + (e != cudaSuccess ? cudaGetErrorString(e) : err));
+  }
+}
+
+void GdaRig::check_last_cqes(const char* what, uint32_t wqebbs_per_wqe) {
+  const auto qps = session_->read_qps();
+  for (uint32_t i = 0; i < qps.size(); ++i) {
+    if (qps[i].resv_head == 0) continue;
+    mlx5::Cqe64 cqe;
+    GICOMM_CUDA(cudaMemcpy(&cqe, qps[i].cqe, sizeof cqe, cudaMemcpyDefault));
+    const mlx5::CqeFields f = mlx5::decode_cqe(cqe);
+    const uint16_t want = static_cast<uint16_t>(qps[i].resv_head - wqebbs_per_wqe);
+    if (f.opcode != mlx5::kCqeReq || f.wqe_counter != want)
+      throw PointFailure(std::string(what) + ": QP " + std::to_string(i) + " last CQE counter " +
+                         std::to_string(f.wqe_counter) + ", expected " + std::to_string(want));
+  }
+}
+
+void GdaRig::check_heads_meet(const char* what) {
+  const auto qps = session_->read_qps();
+  for (uint32_t i = 0; i < qps.size(); ++i)
+    if (qps[i].cons_head != qps[i].resv_head)
+      throw PointFailure(std::string(what) + ": QP " + std::to_string(i) + " complete to WQEBB " +
+                         std::to_string(qps[i].cons_head) + ", posted " + std::to_string(qps[i].resv_head));
+}
+
+void GdaRig::drain(cudaStream_t s, double limit_s) {
+  const gda::Context ctx = session_->context();
+  drain_kernel<<<(ctx.num_qps + 127) / 128, 128, 0, s>>>(ctx);
+  GICOMM_CUDA(cudaGetLastError());
+  wait_stream(s, limit_s, 50);
+}
+
+void GdaRig::verify(uint64_t wqes, std::optional<uint64_t> bytes, const std::string& detail) {
+  session_->stop_engine();
+  const softnic::Counters k = session_->engine_counters();
+  if (k.wqes != wqes || k.errors || k.flushes || (bytes && k.bytes != *bytes)) {
+    std::ostringstream m;
+    m << "mini-gda: engine executed " << k.wqes << " WQEs";
+    if (bytes) m << ", " << k.bytes << " bytes";
+    m << " (" << k.errors << " errors, " << k.flushes << " flushed), expected " << wqes << " WQEs";
+    if (bytes) m << ", " << *bytes << " bytes";
+    m << detail;
+    throw PointFailure(m.str());
+  }
+}
+
+}  // namespace gicomm::bench

@@ -1,0 +1,102 @@
+#include "harness/proxy_rig.h"
+
+#include "gicomm/proxy/softnic_backend.h"
+#if defined(GICOMM_BENCH_WITH_VERBS)
+#include "gicomm/verbs/verbs_backend.h"
+#endif
+
+namespace gicomm::bench {
+
+ProxyRig::ProxyRig(const ProxyRigSpec& s)
+    : slots(size_t(s.rings) * s.capacity),
+      counters(s.rings),
+      reserve(s.rings),
+      views(s.rings),
+      device_views(s.rings),
+      host_views(s.rings),
+      spec(s) {
+  for (uint32_t r = 0; r < s.rings; ++r) {
+    const auto v = proxy::mapped_ring_views(r, s.capacity, slots.p, slots.d, counters.p, counters.d, reserve.p);
+    host_views[r] = v.host;
+    device_views[r] = v.dev;
+  }
+  GICOMM_CUDA(cudaMemcpy(views.p, device_views.data(), sizeof(proxy::RingView) * s.rings, cudaMemcpyHostToDevice));
+}
+
+ProxyRig::~ProxyRig() {
+  if (pool) {
+    std::string e;
+    pool->stop(nullptr, spec.timeout_ns, &e);
+  }
+  if (engine) engine->stop();
+}
+
+void require_proxy_backend(NicBackend backend) {
+  if (backend == NicBackend::verbs) {
+#if defined(GICOMM_BENCH_WITH_VERBS)
+    int ndev = 0;
+    gicomm::verbs::describe_devices(&ndev);
+    if (ndev == 0)
+      throw HardwareMissing(
+          "verbs: no RDMA device found (ibv_get_device_list returned none); nic_backend verbs needs an RDMA NIC");
+#else
+    throw HardwareMissing("verbs: this build has no rdma-core (libibverbs headers were not found at configure time)");
+#endif
+  } else if (backend != NicBackend::softnic_cpu && backend != NicBackend::none) {
+    throw PointFailure(std::string("mini-proxy workers post to softnic-cpu, none or verbs, not ") + name_of(backend));
+  }
+}
+
+void ProxyRig::start(NicBackend b, HostRegion remote, HostRegion local, bool parked) {
+  std::string err;
+  if (b == NicBackend::softnic_cpu) {
+    nic = std::make_unique<softnic::SoftNic>();
+    const auto rmr = nic->register_mr(remote.p, remote.bytes, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
+    const auto lmr = local.p == remote.p ? rmr : nic->register_mr(local.p, local.bytes, softnic::kAccessLocalWrite);
+    backend = proxy::make_softnic_backend(*nic, proxy::SoftnicTarget::between(lmr, rmr));
+  } else if (b == NicBackend::none) {
+    backend = proxy::make_null_backend(256);
+  } else {
+    require_proxy_backend(b);
+#if defined(GICOMM_BENCH_WITH_VERBS)
+    gicomm::verbs::VerbsConfig vc;
+    vc.remote = remote.p;
+    vc.remote_bytes = remote.bytes;
+    vc.local = local.p;
+    vc.local_bytes = local.bytes;
+    backend = gicomm::verbs::make_verbs_backend(vc, &err);
+    if (!backend) throw HardwareMissing(err);
+#endif
+  }
+  proxy::PoolConfig pc;
+  pc.workers = spec.workers;
+  pc.batch = spec.batch;
+  pc.numa_node = spec.numa_node;
+  pc.stall_timeout_ns = spec.timeout_ns;
+  pool = proxy::WorkerPool::create(pc, host_views, *backend, spec.publisher, &err);
+  if (!pool && spec.unpinned_fallback) {
+    pc.numa_node = -1;  // the pool refuses a NUMA node it cannot see: unpinned workers
+    pool = proxy::WorkerPool::create(pc, host_views, *backend, spec.publisher, &err);
+  }
+  if (!pool) throw PointFailure("bad parameter: mini-proxy pool: " + err);
+  if (nic) {
+    engine = std::make_unique<softnic::CpuEngine>(*nic, static_cast<int>(spec.engine_threads));
+    engine->start();
+  }
+  if (!pool->start(parked, &err)) throw PointFailure("mini-proxy pool: " + err);
+}
+
+bool ProxyRig::drain(const std::vector<uint64_t>& expected, std::string* err) {
+  return pool->stop(&expected, spec.timeout_ns, err);
+}
+
+void ProxyRig::stop_engine() {
+  if (!engine) return;
+  engine->stop();
+  const softnic::Counters c = engine->counters();
+  if (c.errors) throw PointFailure("softnic reported " + std::to_string(c.errors) + " error CQEs");
+}
+
+softnic::Counters ProxyRig::engine_counters() const { return engine ? engine->counters() : softnic::Counters{}; }
+
+}  // namespace gicomm::bench

@@ -1,0 +1,191 @@
+#include "harness/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "harness/json.h"
+#include "harness/topology.h"
+
+namespace gicomm::bench {
+
+namespace {
+
+std::map<std::string, ExperimentFn>& registry() {
+  static std::map<std::string, ExperimentFn> r;
+  return r;
+}
+
+std::string program_of(const char* argv0) {
+  const std::string s = argv0 ? argv0 : "gicomm-bench";
+  const size_t slash = s.rfind('/');
+  return slash == std::string::npos ? s : s.substr(slash + 1);
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// The point's transport and NIC backend: its own names, else the declared defaults, else (NIC
+// backend) the transport's default from the vocabulary; nullopt where the experiment derives them.
+// "" or why the point cannot run.
+std::string resolve(const ExperimentSpec& e, const Point& p, std::optional<Transport>* t, std::optional<NicBackend>* b) {
+  const ParamSpec* ts = e.find("transport");
+  const ParamSpec* bs = e.find("nic_backend");
+  const std::string tn = !p.transport.empty() ? p.transport
+                         : ts && ts->default_value ? std::get<std::string>(*ts->default_value)
+                                                   : "";
+  if (!tn.empty()) {
+    *t = transport_named(tn);
+    if (!*t) return "transport '" + tn + "' is not a transport; allowed: " + names_of(kTransports);
+    if (ts && !ts->problem(tn).empty()) return ts->problem(tn);
+  }
+  std::string bn = !p.nic_backend.empty() ? p.nic_backend
+                   : bs && bs->default_value ? std::get<std::string>(*bs->default_value)
+                                             : "";
+  if (bn.empty() && *t && !(bs && !bs->derived.empty())) bn = name_of(default_backend(**t));
+  if (!bn.empty()) {
+    *b = nic_backend_named(bn);
+    if (!*b) return "nic_backend '" + bn + "' is not a NIC backend; allowed: " + names_of(kNicBackends);
+    if (bs && !bs->problem(bn).empty()) return bs->problem(bn);
+  }
+  return "";
+}
+
+// Prints the experiments this driver measures; exit 1 when they and the declarations disagree (an
+// experiment whose YAML names another driver, or one naming this driver that it does not measure).
+int list_experiments(const std::string& program) {
+  int rc = 0;
+  for (const auto& name : registered_experiments()) {
+    const ExperimentSpec* spec = find_experiment_spec(name);
+    std::printf("%s\n", name.c_str());
+    if (!spec || spec->driver != program) {
+      std::fprintf(stderr, "%s: measures %s, whose YAML %s\n", program.c_str(), name.c_str(),
+                   spec ? ("names driver " + spec->driver).c_str() : "does not exist");
+      rc = 1;
+    }
+  }
+  for (const std::string& name : declared_experiments())
+    if (find_experiment_spec(name)->driver == program && !registry().count(name)) {
+      std::fprintf(stderr, "%s: experiment %s names this driver, which does not measure it\n", program.c_str(),
+                   name.c_str());
+      rc = 1;
+    }
+  return rc;
+}
+
+}  // namespace
+
+Registration::Registration(const char* name, ExperimentFn fn) { registry()[name] = std::move(fn); }
+
+std::vector<std::string> registered_experiments() {
+  std::vector<std::string> out;
+  for (const auto& kv : registry()) out.push_back(kv.first);
+  return out;
+}
+
+NicBackend Run::nic() const {
+  if (!nic_backend) param_misuse(spec.name, "nic_backend", "is derived by the experiment: it has no resolved value");
+  return *nic_backend;
+}
+
+int run_driver(int argc, char** argv) {
+  const std::string program = program_of(argc > 0 ? argv[0] : nullptr);
+  Options o;
+  std::string error;
+  if (parse_options(argc, argv, &o, &error) != 0) {
+    std::fprintf(stderr, "%s: %s\n%s\n", program.c_str(), error.c_str(), usage(program).c_str());
+    return 2;
+  }
+  if (o.list) return list_experiments(program);
+  const auto fn = registry().find(o.experiment);
+  if (fn == registry().end()) {
+    std::fprintf(stderr, "%s: does not measure experiment %s; it measures: %s\n", program.c_str(), o.experiment.c_str(),
+                 join(registered_experiments()).c_str());
+    return 2;
+  }
+  const ExperimentSpec* spec = find_experiment_spec(o.experiment);
+  if (!spec) {
+    std::fprintf(stderr, "%s: experiment %s has no declaration compiled in (config/experiments/%s.yaml): rebuild\n",
+                 program.c_str(), o.experiment.c_str(), o.experiment.c_str());
+    return 2;
+  }
+  std::vector<Point> points;
+  std::set<std::string> done;
+  try {
+    points = load_points(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+    return 2;
+  }
+  try {
+    for (auto& id : finished_points(o.out_path)) done.insert(id);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+    return 1;
+  }
+  const DriverInfo info{program, "", ""};
+  size_t index = 0;
+  for (const Point& given : points) {
+    ++index;
+    if (done.count(given.point_id)) {
+      std::fprintf(stderr, "[gicomm] point %zu/%zu id=%s already recorded, skipped\n", index, points.size(),
+                   given.point_id.c_str());
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::optional<Transport> transport;
+    std::optional<NicBackend> backend;
+    std::string bad = resolve(*spec, given, &transport, &backend);
+    if (bad.empty() && !o.nic_backend.empty() && (!backend || o.nic_backend != name_of(*backend)))
+      bad = "--nic-backend " + o.nic_backend + " is not this point's NIC backend (" +
+            (backend ? name_of(*backend) : "derived by the experiment") + "): a points file names each point's own";
+    if (bad.empty()) bad = join(point_problems(*spec, given.params, transport ? name_of(*transport) : ""));
+    // Records carry the resolved transport and backend (the experiment may name what it measured).
+    Point p = given;
+    if (transport) p.transport = name_of(*transport);
+    if (backend) p.nic_backend = name_of(*backend);
+    Run run(p, o, *spec, transport, backend);
+    // Provenance every record of the point carries (schema version 2).
+    if (launcher()) run.topology = "two-rank";
+    if (backend == NicBackend::mlx5 || backend == NicBackend::verbs)
+      run.rdma_provider = rdma_provider().empty() ? "system rdma-core" : rdma_provider();
+    std::vector<Record> records;
+    std::string summary;
+    try {
+      if (!bad.empty()) throw PointFailure("bad parameter: " + bad);
+      records = fn->second(run);
+      for (const Record& r : records)
+        if (r.stats && summary.empty()) summary = r.metric + " p50=" + json_number(r.stats->p50) + " " + r.unit;
+    } catch (const HardwareMissing& e) {
+      std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+      return 3;
+    } catch (const std::exception& e) {
+      records.assign(1, Record::failed("point", "none", e.what()));
+      summary = std::string("FAILED: ") + e.what();
+    }
+    std::string lines;
+    try {
+      for (Record& r : records) {
+        if (r.rdma_provider.empty()) r.rdma_provider = run.rdma_provider;
+        if (r.doorbell_target.empty()) r.doorbell_target = run.doorbell_target;
+        if (r.topology.empty()) r.topology = run.topology;
+        lines += record_to_json(r, o, info, p) + "\n";
+      }
+      if (!lines.empty()) append_lines_atomically(o.out_path, lines);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: point %s: %s\n", program.c_str(), p.point_id.c_str(), e.what());
+      return 1;
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "[gicomm] point %zu/%zu id=%s %s -> %s (%.1f s)\n", index, points.size(), p.point_id.c_str(),
+                 p.params.to_text().c_str(), summary.c_str(), secs);
+  }
+  return 0;
+}
+
+}  // namespace gicomm::bench

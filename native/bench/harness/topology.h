@@ -1,0 +1,39 @@
+// Where later work plugs into the harness once, instead of into each driver:
+//  - a two-rank launcher (a library under native/src/net/): this process's rank, the world size
+//    and its peer, from Slurm, mpirun or flags, and the out-of-band exchange of what the ranks
+//    must tell each other (QP numbers, addresses, keys). It installs itself before the point loop;
+//    without one the process is the whole run (topology single-process, or loopback when the NIC
+//    connects QPs to themselves).
+//  - an emulated rdma-core (a library under native/emu/) that answers the rdma-core API for the
+//    mlx5 and verbs backends: it names itself, and every record of those backends carries the
+//    name as rdma_provider ("emulated"), so its numbers never pass for a real NIC's.
+// The runner stamps each point's records with both (record fields topology and rdma_provider);
+// the transport factory adds where the doorbell goes (doorbell_target).
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace gicomm::bench {
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  virtual int peer() const = 0;
+  // Gives `mine` to the peer under `key` and returns the peer's; throws (naming the key, the peer
+  // and what was waited for) when the peer does not answer within `timeout_ms`.
+  virtual std::string exchange(const std::string& key, const std::string& mine, int timeout_ms) = 0;
+};
+
+// The launcher of this process (nullptr: one process).
+void install_launcher(std::unique_ptr<Launcher> launcher);
+Launcher* launcher();
+
+// What answers the rdma-core API in this process: set by an emulation library when it is linked
+// in ("emulated"); empty: the system's rdma-core (records say "system rdma-core").
+void set_rdma_provider(const std::string& name);
+std::string rdma_provider();
+
+}  // namespace gicomm::bench
