@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "check.h"
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/gda/session.h"
 #include "gicomm/softnic/gpu_engine.h"
@@ -27,16 +28,6 @@
 using namespace gicomm;
 using namespace gicomm::gda;
 
-static int failures = 0;
-#define CHECK(c, ...)                                 \
-  do {                                                \
-    if (!(c)) {                                       \
-      ++failures;                                     \
-      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      std::fprintf(stderr, __VA_ARGS__);              \
-      std::fprintf(stderr, "\n");                     \
-    }                                                 \
-  } while (0)
 #define CUDA(x)                                                                                  \
   do {                                                                                           \
     cudaError_t e_ = (x);                                                                        \
@@ -341,8 +332,8 @@ int main(int argc, char** argv) {
     run_failures(e);
   }
   if (ndev < 2) std::printf("note: one GPU only: the gpu engine ran on reserved SMs of GPU 0; its peer-GPU placement was not checked\n");
-  if (failures) {
-    std::printf("gpu protocol: %d FAILURES\n", failures);
+  if (gicomm::test::failures()) {
+    std::printf("gpu protocol: %d FAILURES\n", gicomm::test::failures().load());
     return 1;
   }
   std::printf("gpu protocol: all checks passed\n");

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "gicomm/gda/hybrid.h"
 #include "gicomm/mlx5/host_post.h"
 #include "gicomm/softnic/softnic.h"
@@ -14,16 +15,6 @@
 namespace m = gicomm::mlx5;
 namespace sn = gicomm::softnic;
 
-static int failures = 0;
-#define CHECK(c, ...)                                          \
-  do {                                                         \
-    if (!(c)) {                                                \
-      ++failures;                                              \
-      std::fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);     \
-      std::fprintf(stderr, __VA_ARGS__);                       \
-      std::fprintf(stderr, "\n");                              \
-    }                                                          \
-  } while (0)
 
 int main() {
   const uint32_t kQps = 8, kWqes = 600, kBatch = 8;
@@ -91,7 +82,7 @@ int main() {
         "engine executed %llu WQEs", (unsigned long long)engine.counters().wqes);
   CHECK(ringer.rings() > kQps, "the ringer rang only %llu times for %u QPs published in batches",
         (unsigned long long)ringer.rings(), kQps);
-  if (failures) return 1;
+  if (gicomm::test::failures()) return 1;
   std::printf("hybrid ringer: %u QPs x %u WQEs rung by the host thread (%llu doorbells)\n", kQps, kWqes,
               (unsigned long long)ringer.rings());
   return 0;

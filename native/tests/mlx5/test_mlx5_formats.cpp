@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 
+#include "check.h"
 #include "gicomm/mlx5/cqe.h"
 #include "gicomm/mlx5/doorbell.h"
 #include "gicomm/mlx5/queue.h"
@@ -15,17 +16,6 @@
 
 namespace m = gicomm::mlx5;
 
-static int failures = 0;
-#define EXPECT(cond, ...)                                 \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      if (++failures < 20) {                              \
-        std::fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-        std::fprintf(stderr, __VA_ARGS__);                \
-        std::fprintf(stderr, "\n");                       \
-      }                                                   \
-    }                                                     \
-  } while (0)
 
 static bool same(const void* a, const void* b, size_t n) { return std::memcmp(a, b, n) == 0; }
 
@@ -200,19 +190,19 @@ int main() {
       ref.dci_stream_channel_id = 0;  // the rdma-core helper leaves it untouched; ours zeroes it
       m::Seg16 ours;
       m::set_ctrl_seg(ours, pi, opcode, opmod, qpn, fm, ds, sig, imm);
-      EXPECT(same(&ref, &ours, 16), "ctrl seg differs (round %d)", i);
+      CHECK(same(&ref, &ours, 16), "ctrl seg differs (round %d)", i);
       const m::CtrlFields f = m::decode_ctrl(ours);
-      EXPECT(f.opcode == opcode && f.opmod == opmod && f.wqe_index == pi && f.qpn == qpn && f.ds == ds &&
+      CHECK(f.opcode == opcode && f.opmod == opmod && f.wqe_index == pi && f.qpn == qpn && f.ds == ds &&
                  f.signature == sig && f.fm_ce_se == fm && f.imm_raw == imm,
              "ctrl decode mismatch (round %d)", i);
       // Doorbell value: memory image of ctrl bytes 0..7.
       const uint64_t db = m::doorbell_value(ours);
-      EXPECT(same(&db, &ref, 8), "doorbell value is not ctrl bytes 0..7");
-      EXPECT(m::doorbell_wqe_index(db) == pi && m::doorbell_qpn(db) == qpn, "doorbell decode");
+      CHECK(same(&db, &ref, 8), "doorbell value is not ctrl bytes 0..7");
+      CHECK(m::doorbell_wqe_index(db) == pi && m::doorbell_qpn(db) == qpn, "doorbell decode");
       const uint64_t db2 = m::doorbell_value(pi, qpn, opcode, ds);
       mlx5_wqe_ctrl_seg ref2;
       mlx5dv_set_ctrl_seg(&ref2, pi, opcode, 0, qpn, 0, ds, 0, 0);
-      EXPECT(same(&db2, &ref2, 8), "doorbell_value(fields) differs");
+      CHECK(same(&db2, &ref2, 8), "doorbell_value(fields) differs");
     }
     // data segment.
     {
@@ -222,9 +212,9 @@ int main() {
       mlx5dv_set_data_seg(&ref, len, lkey, static_cast<uintptr_t>(addr));
       m::Seg16 ours;
       m::set_data_seg(ours, len, lkey, addr);
-      EXPECT(same(&ref, &ours, 16), "data seg differs");
+      CHECK(same(&ref, &ours, 16), "data seg differs");
       uint32_t l2 = 0, k2 = 0;
-      EXPECT(m::decode_data(ours, &l2, &k2) == addr && l2 == len && k2 == lkey, "data decode");
+      CHECK(m::decode_data(ours, &l2, &k2) == addr && l2 == len && k2 == lkey, "data decode");
     }
     // raddr segment (rdma-core fills it field by field in qp.c set_raddr_seg).
     {
@@ -236,9 +226,9 @@ int main() {
       ref.reserved = 0;
       m::Seg16 ours;
       m::set_raddr_seg(ours, raddr, rkey);
-      EXPECT(same(&ref, &ours, 16), "raddr seg differs");
+      CHECK(same(&ref, &ours, 16), "raddr seg differs");
       uint32_t k2 = 0;
-      EXPECT(m::decode_raddr(ours, &k2) == raddr && k2 == rkey, "raddr decode");
+      CHECK(m::decode_raddr(ours, &k2) == raddr && k2 == rkey, "raddr decode");
     }
     // atomic segment.
     {
@@ -248,8 +238,8 @@ int main() {
       ref.compare = htobe64(cmp);
       m::Seg16 ours;
       m::set_atomic_seg(ours, add, cmp);
-      EXPECT(same(&ref, &ours, 16), "atomic seg differs");
-      EXPECT(m::decode_atomic_add(ours) == add, "atomic decode");
+      CHECK(same(&ref, &ours, 16), "atomic seg differs");
+      CHECK(m::decode_atomic_add(ours) == add, "atomic decode");
     }
     // address vector (DC), compact and extended, against mlx5dv_set_dgram_seg.
     {
@@ -269,7 +259,7 @@ int main() {
       m::Seg16 ours[3];
       std::memset(ours, 0x33, sizeof(ours));
       m::set_av_seg(ours, av);
-      EXPECT(same(&ref, ours, av.extended ? 48 : 16), "address vector differs (ext %d)", int(av.extended));
+      CHECK(same(&ref, ours, av.extended ? 48 : 16), "address vector differs (ext %d)", int(av.extended));
     }
     // inline segment: header as rdma-core's set_data_inl_seg writes it, then the payload.
     {
@@ -279,18 +269,18 @@ int main() {
       m::Seg16 ours[m::kMaxDs];
       m::set_inline_seg(ours, payload, len);
       const uint32_t hdr = htobe32(len | MLX5_INLINE_SEG);
-      EXPECT(same(ours, &hdr, 4), "inline header differs");
-      EXPECT(same(reinterpret_cast<uint8_t*>(ours) + 4, payload, len), "inline payload differs");
-      EXPECT(m::is_inline_seg(ours[0]) && m::inline_length(ours[0]) == len, "inline decode");
+      CHECK(same(ours, &hdr, 4), "inline header differs");
+      CHECK(same(reinterpret_cast<uint8_t*>(ours) + 4, payload, len), "inline payload differs");
+      CHECK(m::is_inline_seg(ours[0]) && m::inline_length(ours[0]) == len, "inline decode");
       const uint32_t ds = m::inline_seg_ds(len);
       for (uint32_t b = 4 + len; b < ds * 16; ++b)
-        EXPECT(reinterpret_cast<uint8_t*>(ours)[b] == 0, "inline padding not zero");
+        CHECK(reinterpret_cast<uint8_t*>(ours)[b] == 0, "inline padding not zero");
       if (len == 8) {
         uint64_t v;
         std::memcpy(&v, payload, 8);
         m::Seg16 fast;
         m::set_inline_seg_u64(fast, v);
-        EXPECT(same(&fast, ours, 16), "8-byte inline fast path differs from the generic one");
+        CHECK(same(&fast, ours, 16), "8-byte inline fast path differs from the generic one");
       }
     }
     // The streamed inline write (what mini-gda's GPU path runs) writes the same ring bytes as the
@@ -316,9 +306,9 @@ int main() {
       m::store_wqe(ring_ref, kRingBBs, h.pi, img, ds_ref);
       m::Seg16 ctrl;
       const uint32_t ds = m::store_rdma_write_inline(ring_ours, kRingBBs, h.pi, h, raddr, rkey, payload, len, &ctrl);
-      EXPECT(ds == ds_ref && same(&ctrl, &img.seg[0], 16), "streamed inline write: ds %u vs %u or ctrl differs", ds,
+      CHECK(ds == ds_ref && same(&ctrl, &img.seg[0], 16), "streamed inline write: ds %u vs %u or ctrl differs", ds,
              ds_ref);
-      EXPECT(same(ring_ours, ring_ref, sizeof(ring_ref)), "streamed inline write of %u B (payload at +%u) differs",
+      CHECK(same(ring_ours, ring_ref, sizeof(ring_ref)), "streamed inline write of %u B (payload at +%u) differs",
              len, unsigned(payload - src));
     }
     // Whole RC RDMA write WQE (ctrl + raddr + data, ds 3) built the way rdma-core's
@@ -345,14 +335,14 @@ int main() {
       m::WqeImage img;
       std::memset(&img, 0, sizeof(img));
       const uint32_t ds = m::build_rdma_write(img, h, raddr, rkey, laddr, lkey, len);
-      EXPECT(ds == 3 && same(ref, &img, 48), "RC RDMA write WQE differs");
+      CHECK(ds == 3 && same(ref, &img, 48), "RC RDMA write WQE differs");
       // write with immediate: imm is stored big-endian (wr.imm_data is BE in verbs).
       const uint32_t imm = r32();
       mlx5dv_set_ctrl_seg(ctrl, h.pi, MLX5_OPCODE_RDMA_WRITE_IMM, 0, h.qpn,
                           h.signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0, 3, 0, htobe32(imm));
       ctrl->dci_stream_channel_id = 0;
       m::build_rdma_write_imm(img, h, raddr, rkey, laddr, lkey, len, imm);
-      EXPECT(same(ref, &img, 48), "RDMA write-with-imm WQE differs");
+      CHECK(same(ref, &img, 48), "RDMA write-with-imm WQE differs");
       // 8-byte inline write, ds 3.
       const uint64_t value = rng();
       mlx5dv_set_ctrl_seg(ctrl, h.pi, MLX5_OPCODE_RDMA_WRITE, 0, h.qpn, h.signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0, 3,
@@ -362,9 +352,9 @@ int main() {
       inl->byte_count = htobe32(8 | MLX5_INLINE_SEG);
       std::memcpy(ref + 36, &value, 8);
       std::memset(ref + 44, 0, 4);
-      EXPECT(m::build_rdma_write_inline_u64(img, h, raddr, rkey, value) == 3 && same(ref, &img, 48),
+      CHECK(m::build_rdma_write_inline_u64(img, h, raddr, rkey, value) == 3 && same(ref, &img, 48),
              "8-byte inline write WQE differs");
-      EXPECT(m::build_rdma_write_inline(img, h, raddr, rkey, &value, 8) == 3 && same(ref, &img, 48),
+      CHECK(m::build_rdma_write_inline(img, h, raddr, rkey, &value, 8) == 3 && same(ref, &img, 48),
              "generic inline write WQE differs");
       // fetch-add: ctrl + raddr + atomic + data, ds 4.
       const uint64_t add = rng();
@@ -375,7 +365,7 @@ int main() {
       aseg->swap_add = htobe64(add);
       aseg->compare = 0;
       mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(ref + 48), 8, lkey, static_cast<uintptr_t>(laddr));
-      EXPECT(m::build_atomic_fetch_add(img, h, raddr, rkey, add, laddr, lkey) == 4 && same(ref, &img, 64),
+      CHECK(m::build_atomic_fetch_add(img, h, raddr, rkey, add, laddr, lkey) == 4 && same(ref, &img, 64),
              "fetch-add WQE differs");
       // DC write with a compact AV: ctrl + av(16) + raddr + data, ds 4.
       m::AddressVector av;
@@ -392,19 +382,19 @@ int main() {
       mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(dref + 48), len, lkey, static_cast<uintptr_t>(laddr));
       reinterpret_cast<mlx5_wqe_raddr_seg*>(dref + 32)->raddr = htobe64(raddr);
       reinterpret_cast<mlx5_wqe_raddr_seg*>(dref + 32)->rkey = htobe32(rkey);
-      EXPECT(m::build_rdma_write(img, h, raddr, rkey, laddr, lkey, len, &av) == 4 && same(dref, &img, 64),
+      CHECK(m::build_rdma_write(img, h, raddr, rkey, laddr, lkey, len, &av) == 4 && same(dref, &img, 64),
              "DC write WQE (compact AV) differs");
       av.extended = true;
-      EXPECT(m::build_rdma_write(img, h, raddr, rkey, laddr, lkey, len, &av) == 6, "DC extended AV must be ds 6");
-      EXPECT(m::wqebbs_of_ds(6) == 2 && m::wqebbs_of_ds(3) == 1 && m::wqebbs_of_ds(4) == 1, "WQEBB count");
+      CHECK(m::build_rdma_write(img, h, raddr, rkey, laddr, lkey, len, &av) == 6, "DC extended AV must be ds 6");
+      CHECK(m::wqebbs_of_ds(6) == 2 && m::wqebbs_of_ds(3) == 1 && m::wqebbs_of_ds(4) == 1, "WQEBB count");
     }
     // dbrec: BE32 of the 16-bit producer index, as post_send_db writes it.
     {
       const uint32_t cur_post = r32();
       const uint32_t ref = htobe32(cur_post & 0xffff);
-      EXPECT(m::sq_dbrec_value(cur_post) == ref, "dbrec value differs");
-      EXPECT(m::sq_dbrec_pi(ref) == (cur_post & 0xffff), "dbrec decode");
-      EXPECT(m::cq_dbrec_value(cur_post) == htobe32(cur_post & 0xffffff), "cq dbrec value differs");
+      CHECK(m::sq_dbrec_value(cur_post) == ref, "dbrec value differs");
+      CHECK(m::sq_dbrec_pi(ref) == (cur_post & 0xffff), "dbrec decode");
+      CHECK(m::cq_dbrec_value(cur_post) == htobe32(cur_post & 0xffffff), "cq dbrec value differs");
     }
     // CQE decode against fields set through rdma-core's structs.
     {
@@ -421,7 +411,7 @@ int main() {
       m::Cqe64 ours;
       std::memcpy(&ours, &ref, 64);
       const m::CqeFields f = m::decode_cqe(ours);
-      EXPECT(f.opcode == mlx5dv_get_cqe_opcode(&ref) && f.owner == mlx5dv_get_cqe_owner(&ref) &&
+      CHECK(f.opcode == mlx5dv_get_cqe_opcode(&ref) && f.owner == mlx5dv_get_cqe_owner(&ref) &&
                  f.wqe_counter == counter && f.qpn == qpn && f.byte_cnt == bytes && f.imm == imm && f.wqe_opcode == 8,
              "cqe decode mismatch");
       // Our encoder produces what rdma-core's consumer reads.
@@ -429,7 +419,7 @@ int main() {
       ours.w[15] = tail;
       mlx5_cqe64 back;
       std::memcpy(&back, &ours, 64);
-      EXPECT(mlx5dv_get_cqe_opcode(&back) == MLX5_CQE_REQ && mlx5dv_get_cqe_owner(&back) == owner &&
+      CHECK(mlx5dv_get_cqe_opcode(&back) == MLX5_CQE_REQ && mlx5dv_get_cqe_owner(&back) == owner &&
                  be16toh(back.wqe_counter) == counter && (be32toh(back.sop_drop_qpn) & 0xffffff) == qpn &&
                  be32toh(back.byte_cnt) == bytes,
              "req cqe encode mismatch");
@@ -437,22 +427,22 @@ int main() {
       ours.w[15] = m::encode_err_cqe(ours, counter, qpn, 0x08, synd, vendor, owner);
       mlx5_err_cqe err;
       std::memcpy(&err, &ours, 64);
-      EXPECT(err.syndrome == synd && err.vendor_err_synd == vendor && be16toh(err.wqe_counter) == counter &&
+      CHECK(err.syndrome == synd && err.vendor_err_synd == vendor && be16toh(err.wqe_counter) == counter &&
                  (err.op_own >> 4) == MLX5_CQE_REQ_ERR && (be32toh(err.s_wqe_opcode_qpn) & 0xffffff) == qpn,
              "err cqe encode mismatch");
       const m::CqeFields e = m::decode_cqe(ours);
-      EXPECT(e.syndrome == synd && e.vendor_syndrome == vendor && e.opcode == m::kCqeReqErr, "err cqe decode");
+      CHECK(e.syndrome == synd && e.vendor_syndrome == vendor && e.opcode == m::kCqeReqErr, "err cqe decode");
     }
   }
   // Owner-bit protocol: a fresh CQ shows nothing ready; owner flips every pass.
   {
     m::Cqe64 c;
     m::init_cqe(c);
-    EXPECT(!m::cqe_ready(m::tail_op_own(c.w[15]), 0, 8), "fresh CQE must not be ready");
-    EXPECT(m::expected_owner(7, 8) == 0 && m::expected_owner(8, 8) == 1 && m::expected_owner(16, 8) == 0, "owner");
+    CHECK(!m::cqe_ready(m::tail_op_own(c.w[15]), 0, 8), "fresh CQE must not be ready");
+    CHECK(m::expected_owner(7, 8) == 0 && m::expected_owner(8, 8) == 1 && m::expected_owner(16, 8) == 0, "owner");
     c.w[15] = m::encode_req_cqe(c, 3, 1, 8, 0, 0);
-    EXPECT(m::cqe_ready(m::tail_op_own(c.w[15]), 3, 8), "first-pass CQE ready");
-    EXPECT(!m::cqe_ready(m::tail_op_own(c.w[15]), 11, 8), "first-pass CQE must look stale on the second pass");
+    CHECK(m::cqe_ready(m::tail_op_own(c.w[15]), 3, 8), "first-pass CQE ready");
+    CHECK(!m::cqe_ready(m::tail_op_own(c.w[15]), 11, 8), "first-pass CQE must look stale on the second pass");
   }
   check_zero_length_and_inline_limits();
   // Ring placement: a 2-WQEBB WQE at the last slot wraps to slot 0.
@@ -462,12 +452,9 @@ int main() {
     m::WqeImage img;
     for (uint32_t s = 0; s < 8; ++s) img.seg[s] = m::Seg16{{s + 1, s + 1, s + 1, s + 1}};
     m::store_wqe(ring, 4, 7, img, 6);
-    EXPECT(same(ring + 3 * 64, &img.seg[0], 64) && same(ring, &img.seg[4], 32), "wrapped WQE placement");
+    CHECK(same(ring + 3 * 64, &img.seg[0], 64) && same(ring, &img.seg[4], 32), "wrapped WQE placement");
   }
-  if (failures) {
-    std::fprintf(stderr, "test_mlx5_formats: %d failures\n", failures);
-    return 1;
-  }
+  if (check_result("test_mlx5_formats")) return 1;
   std::printf("test_mlx5_formats: %d randomized rounds, all encoders match rdma-core\n", kRounds);
   return 0;
 }

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "../proxy/check.h"
+#include "check.h"
 #include "gicomm/net/counters.h"
 
 using namespace gicomm::net;
@@ -44,7 +44,7 @@ void rxe(const std::string& dev, const std::string& nd, uint64_t sent, uint64_t 
 }
 
 void has(const std::string& text, const std::string& needle) {
-  CHECK_MSG(text.find(needle) != std::string::npos, "'%s' lacks '%s'", text.c_str(), needle.c_str());
+  REQUIRE(text.find(needle) != std::string::npos, "'%s' lacks '%s'", text.c_str(), needle.c_str());
 }
 
 void mlx5_tree() {
@@ -62,57 +62,57 @@ void mlx5_tree() {
   put("class/infiniband/mlx5_0/ports/1/gid_attrs/types/0", "IB/RoCE v1");
 
   const PortTraffic t = read_port(root, "mlx5_0", 1);
-  CHECK_MSG(t.readable, "%s", t.error.c_str());
-  CHECK(t.tx_packets == 100 && t.rx_packets == 50 && t.has_bytes && t.tx_bytes == 4000 && t.rx_bytes == 2000);
+  REQUIRE(t.readable, "%s", t.error.c_str());
+  REQUIRE(t.tx_packets == 100 && t.rx_packets == 50 && t.has_bytes && t.tx_bytes == 4000 && t.rx_bytes == 2000);
   has(t.source, "counters/port_");
   const auto before = read_all_ports(root);
-  CHECK(before.size() == 2 && before[0].device == "mlx5_0" && before[1].device == "mlx5_1");
+  REQUIRE(before.size() == 2 && before[0].device == "mlx5_0" && before[1].device == "mlx5_1");
 
   // 1000 writes of 64 B from mlx5_0: enough packets and words.
   mlx5("mlx5_0", 1100, 60, 1000 + 16000 + 2000, 600);
   mlx5("mlx5_1", 9, 9, 90, 90);  // a busy neighbour (storage, IPoIB) never fails a point
   auto after = read_all_ports(root);
   PathVerdict v = check_path("mlx5_0", 1, before, after, rdma_write_claim(true, 1000, 64, 4096));
-  CHECK_MSG(v.ok, "%s", v.reason.c_str());
-  CHECK(v.deltas.size() == 2 && v.deltas[0].device == "mlx5_0" && v.deltas[0].tx_packets == 1000 &&
+  REQUIRE(v.ok, "%s", v.reason.c_str());
+  REQUIRE(v.deltas.size() == 2 && v.deltas[0].device == "mlx5_0" && v.deltas[0].tx_packets == 1000 &&
         v.deltas[0].tx_bytes == 72000);
   has(to_json(v), "\"ok\":true");
 
   // The claim is larger than what crossed the port: 2000 writes of 64 B.
   v = check_path("mlx5_0", 1, before, after, rdma_write_claim(true, 2000, 64, 4096));
-  CHECK(!v.ok);
+  REQUIRE(!v.ok);
   has(v.reason, "claims 2000 RDMA writes of 64 B sent on the configured mlx5_0 port 1");
   has(v.reason, "1000 tx packets (claimed at least 2000)");
   has(v.reason, "no other port carried it either");
   // A 16 KiB write is four 4 KiB packets.
-  CHECK(rdma_write_claim(false, 10, 16384, 4096).rx_packets == 40);
-  CHECK(rdma_write_claim(false, 10, 0, 4096).rx_packets == 10);
+  REQUIRE(rdma_write_claim(false, 10, 16384, 4096).rx_packets == 40);
+  REQUIRE(rdma_write_claim(false, 10, 0, 4096).rx_packets == 10);
 
   // The traffic went over mlx5_1 instead.
   mlx5("mlx5_1", 9 + 1000, 9, 90 + 18000, 90);
   const auto wrong = read_all_ports(root);
   v = check_path("mlx5_0", 1, after, wrong, rdma_write_claim(true, 1000, 64, 4096));
-  CHECK(!v.ok);
+  REQUIRE(!v.ok);
   has(v.reason, "the traffic went over another device: mlx5_1 port 1 moved 1000 tx packets and 72000 tx bytes");
   has(to_json(v), "\"reason\":");
 
   // Counters that go backwards (a reset) or a device that vanished: unproven, never ok.
   mlx5("mlx5_0", 5, 5, 5, 5);
   v = check_path("mlx5_0", 1, after, read_all_ports(root), rdma_write_claim(true, 1, 8, 4096));
-  CHECK(!v.ok);
+  REQUIRE(!v.ok);
   has(v.reason, "path unproven");
   has(v.reason, "went backwards");
   v = check_path("mlx5_9", 1, before, after, rdma_write_claim(true, 1, 8, 4096));
-  CHECK(!v.ok);
+  REQUIRE(!v.ok);
   has(v.reason, "mlx5_9 port 1 cannot be compared: not read after the point");
 
   const NicInfo n = describe_nic(root, "mlx5_0", 1, 0);
-  CHECK(n.fw_ver == "28.39.1002" && n.hca_type == "MT4129" && n.board_id == "MT_0000000838" && n.lid == "0x1a");
-  CHECK(n.link_layer == "InfiniBand" && n.gid == "fe80:0000:0000:0000:b83f:d203:00a1:0001" && n.netdev.empty());
+  REQUIRE(n.fw_ver == "28.39.1002" && n.hca_type == "MT4129" && n.board_id == "MT_0000000838" && n.lid == "0x1a");
+  REQUIRE(n.link_layer == "InfiniBand" && n.gid == "fe80:0000:0000:0000:b83f:d203:00a1:0001" && n.netdev.empty());
   const std::string j = to_json(n);
   has(j, "\"fw_ver\":\"28.39.1002\"");
   has(j, "\"device\":\"mlx5_0\"");
-  CHECK(j.find("netdev") == std::string::npos);  // absent fields stay out
+  REQUIRE(j.find("netdev") == std::string::npos);  // absent fields stay out
 }
 
 void rxe_tree() {
@@ -120,7 +120,7 @@ void rxe_tree() {
   rxe("rxe1", "vb", 0, 0, 100, 100);
   put("class/infiniband/rxe0/fw_ver", "0.0.0");
   const PortTraffic t = read_port(root, "rxe0", 1);
-  CHECK(t.readable && t.has_bytes && t.tx_bytes == 100);
+  REQUIRE(t.readable && t.has_bytes && t.tx_bytes == 100);
   has(t.source, "hw_counters/{sent,rcvd}_pkts + net/va/statistics");
   const auto before = read_all_ports(root);
   // Configured rxe0, but 500 writes of 4 KiB (1 KiB MTU) left through rxe1; rxe0 only sent ACKs.
@@ -128,26 +128,26 @@ void rxe_tree() {
   rxe("rxe0", "va", 500, 2000, 100 + 31000, 100 + 2172000);
   const auto after = read_all_ports(root);
   PathVerdict v = check_path("rxe0", 1, before, after, rdma_write_claim(true, 500, 4096, 1024));
-  CHECK(!v.ok);
+  REQUIRE(!v.ok);
   has(v.reason, "500 tx packets (claimed at least 2000), 31000 tx bytes (claimed at least 2048000)");
   has(v.reason, "went over another device: rxe1 port 1 moved 2000 tx packets and 2172000 tx bytes");
   // The receiving side, configured rxe0, did receive it.
   v = check_path("rxe0", 1, before, after, rdma_write_claim(false, 500, 4096, 1024));
-  CHECK_MSG(v.ok, "%s", v.reason.c_str());
+  REQUIRE(v.ok, "%s", v.reason.c_str());
 
   // A port without counters, and a netdev without statistics (packets only).
   put("class/infiniband/odd0/ports/1/state", "4: ACTIVE");
   PortTraffic odd = read_port(root, "odd0", 1);
-  CHECK(!odd.readable);
+  REQUIRE(!odd.readable);
   has(odd.error, "no packet counters under");
-  CHECK(!read_port(root, "odd0", 2).readable);
+  REQUIRE(!read_port(root, "odd0", 2).readable);
   has(read_port(root, "odd0", 2).error, "no such port");
   put("class/infiniband/rxe2/ports/1/hw_counters/sent_pkts", "3");
   put("class/infiniband/rxe2/ports/1/hw_counters/rcvd_pkts", "4");
   const PortTraffic r2 = read_port(root, "rxe2", 1);
-  CHECK(r2.readable && !r2.has_bytes && r2.tx_packets == 3);
+  REQUIRE(r2.readable && !r2.has_bytes && r2.tx_packets == 3);
   v = check_path("odd0", 1, read_all_ports(root), read_all_ports(root), rdma_write_claim(true, 1, 8, 1024));
-  CHECK(!v.ok);
+  REQUIRE(!v.ok);
   has(v.reason, "path unproven");
 }
 
@@ -156,10 +156,10 @@ void rxe_tree() {
 int main() {
   for (void (*tree)() : {mlx5_tree, rxe_tree}) {
     char tmpl[] = "/tmp/gicomm-sysfs-XXXXXX";
-    CHECK(::mkdtemp(tmpl));
+    REQUIRE(::mkdtemp(tmpl));
     root = tmpl;
     tree();
-    CHECK(std::system(("rm -rf '" + root + "'").c_str()) == 0);
+    REQUIRE(std::system(("rm -rf '" + root + "'").c_str()) == 0);
   }
   std::printf("net_counters_test: ok\n");
   return 0;

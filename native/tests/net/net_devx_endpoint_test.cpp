@@ -2,7 +2,7 @@
 #include <cstring>
 #include <string>
 
-#include "../proxy/check.h"
+#include "check.h"
 #include "gicomm/net/devx_endpoint.h"
 
 using namespace gicomm;
@@ -26,16 +26,16 @@ int main() {
   net::put_endpoint(ep, &m);
   net::Endpoint peer;
   std::string err;
-  CHECK_MSG(net::get_endpoint(m, &peer, &err), "%s", err.c_str());
+  REQUIRE(net::get_endpoint(m, &peer, &err), "%s", err.c_str());
   mlx5dev::QpAddress back{};
-  CHECK_MSG(net::devx_peer_address(peer, 1, &back, &err), "%s", err.c_str());
-  CHECK(back.qpn == 0x1235 && back.roce && back.lid == 0 && std::memcmp(back.gid, gid, 16) == 0);
-  CHECK(!net::devx_peer_address(peer, 2, &back, &err) && err.find("offers 2 QPs, not QP 2") != std::string::npos);
+  REQUIRE(net::devx_peer_address(peer, 1, &back, &err), "%s", err.c_str());
+  REQUIRE(back.qpn == 0x1235 && back.roce && back.lid == 0 && std::memcmp(back.gid, gid, 16) == 0);
+  REQUIRE(!net::devx_peer_address(peer, 2, &back, &err) && err.find("offers 2 QPs, not QP 2") != std::string::npos);
   peer.qps[0].psn = 77;  // a verbs peer with a random PSN: DEVX cannot follow it
-  CHECK(!net::devx_peer_address(peer, 0, &back, &err) && err.find("expects PSN 0") != std::string::npos);
+  REQUIRE(!net::devx_peer_address(peer, 0, &back, &err) && err.find("expects PSN 0") != std::string::npos);
   net::Endpoint small = ep;
   small.mtu = 1024;
-  CHECK(net::devx_path_mtu(ep, small) == 3 && net::devx_path_mtu(ep, ep) == 5);
+  REQUIRE(net::devx_path_mtu(ep, small) == 3 && net::devx_path_mtu(ep, ep) == 5);
   std::printf("net_devx_endpoint_test: ok\n");
   return 0;
 }

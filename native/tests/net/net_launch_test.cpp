@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "../proxy/check.h"
+#include "check.h"
 #include "gicomm/net/hostlist.h"
 #include "gicomm/net/launcher.h"
 
@@ -20,15 +20,15 @@ std::string joined(const std::vector<std::string>& v) {
 void expands(const std::string& list, const std::string& want) {
   std::vector<std::string> hosts;
   std::string err;
-  CHECK_MSG(expand_hostlist(list, &hosts, &err), "%s: %s", list.c_str(), err.c_str());
-  CHECK_MSG(joined(hosts) == want, "%s -> '%s', want '%s'", list.c_str(), joined(hosts).c_str(), want.c_str());
+  REQUIRE(expand_hostlist(list, &hosts, &err), "%s: %s", list.c_str(), err.c_str());
+  REQUIRE(joined(hosts) == want, "%s -> '%s', want '%s'", list.c_str(), joined(hosts).c_str(), want.c_str());
 }
 
 void refuses(const std::string& list, const std::string& needle) {
   std::vector<std::string> hosts;
   std::string err;
-  CHECK_MSG(!expand_hostlist(list, &hosts, &err), "%s expanded to '%s'", list.c_str(), joined(hosts).c_str());
-  CHECK_MSG(err.find(needle) != std::string::npos, "%s: '%s' lacks '%s'", list.c_str(), err.c_str(), needle.c_str());
+  REQUIRE(!expand_hostlist(list, &hosts, &err), "%s expanded to '%s'", list.c_str(), joined(hosts).c_str());
+  REQUIRE(err.find(needle) != std::string::npos, "%s: '%s' lacks '%s'", list.c_str(), err.c_str(), needle.c_str());
 }
 
 void hostlists() {
@@ -50,34 +50,34 @@ void hostlists() {
 
   std::vector<int> counts;
   std::string err;
-  CHECK(expand_tasks_per_node("2(x3),1", &counts, &err));
-  CHECK((counts == std::vector<int>{2, 2, 2, 1}));
-  CHECK(expand_tasks_per_node("1", &counts, &err) && counts == std::vector<int>{1});
-  CHECK(!expand_tasks_per_node("2(x", &counts, &err) && err.find("N(xM)") != std::string::npos);
-  CHECK(!expand_tasks_per_node("two", &counts, &err));
+  REQUIRE(expand_tasks_per_node("2(x3),1", &counts, &err));
+  REQUIRE((counts == std::vector<int>{2, 2, 2, 1}));
+  REQUIRE(expand_tasks_per_node("1", &counts, &err) && counts == std::vector<int>{1});
+  REQUIRE(!expand_tasks_per_node("2(x", &counts, &err) && err.find("N(xM)") != std::string::npos);
+  REQUIRE(!expand_tasks_per_node("two", &counts, &err));
 }
 
 Launch resolves(const LaunchFlags& f, const Env& env) {
   Launch l;
   std::string err;
-  CHECK_MSG(resolve_launch(f, env, &l, &err), "%s", err.c_str());
+  REQUIRE(resolve_launch(f, env, &l, &err), "%s", err.c_str());
   return l;
 }
 
 void fails(const LaunchFlags& f, const Env& env, const std::string& needle) {
   Launch l;
   std::string err;
-  CHECK_MSG(!resolve_launch(f, env, &l, &err), "resolved rank %d of %d from %s", l.rank, l.world, l.source.c_str());
-  CHECK_MSG(err.find(needle) != std::string::npos, "'%s' lacks '%s'", err.c_str(), needle.c_str());
-  CHECK(err.find('\n') == std::string::npos);
+  REQUIRE(!resolve_launch(f, env, &l, &err), "resolved rank %d of %d from %s", l.rank, l.world, l.source.c_str());
+  REQUIRE(err.find(needle) != std::string::npos, "'%s' lacks '%s'", err.c_str(), needle.c_str());
+  REQUIRE(err.find('\n') == std::string::npos);
 }
 
 LaunchFlags flags(const std::vector<std::pair<std::string, std::string>>& kv) {
   LaunchFlags f;
   for (const auto& [k, v] : kv) {
     std::string err;
-    CHECK_MSG(parse_launch_flag(k, v, &f, &err), "%s is not a launch flag", k.c_str());
-    CHECK_MSG(err.empty(), "%s", err.c_str());
+    REQUIRE(parse_launch_flag(k, v, &f, &err), "%s is not a launch flag", k.c_str());
+    REQUIRE(err.empty(), "%s", err.c_str());
   }
   return f;
 }
@@ -92,36 +92,36 @@ Env slurm_task(int rank, const std::string& nodelist, const std::string& tpn, co
 void launchers() {
   // Explicit flags: a local two-process run.
   Launch l = resolves(flags({{"rank", "1"}, {"world-size", "2"}, {"rendezvous-port", "17600"}}), {});
-  CHECK(l.source == "flags" && l.rank == 1 && l.world == 2 && l.rendezvous_host == "localhost" &&
+  REQUIRE(l.source == "flags" && l.rank == 1 && l.world == 2 && l.rendezvous_host == "localhost" &&
         l.rendezvous_port == 17600);
   l = resolves(flags({{"rank", "0"}, {"world-size", "2"}, {"rendezvous", "10.0.0.1:18000"}}), {});
-  CHECK(l.rendezvous_host == "10.0.0.1" && l.rendezvous_port == 18000);
+  REQUIRE(l.rendezvous_host == "10.0.0.1" && l.rendezvous_port == 18000);
   l = resolves(flags({{"rank", "0"}, {"world-size", "2"}, {"rendezvous", "[::1]:18001"}}), {});
-  CHECK(l.rendezvous_host == "::1" && l.rendezvous_port == 18001);
-  CHECK(resolves(flags({{"rank", "0"}, {"world-size", "2"}}), {}).rendezvous_port == kDefaultRendezvousPort);
+  REQUIRE(l.rendezvous_host == "::1" && l.rendezvous_port == 18001);
+  REQUIRE(resolves(flags({{"rank", "0"}, {"world-size", "2"}}), {}).rendezvous_port == kDefaultRendezvousPort);
 
   // Slurm, two nodes, one task each: rank 0 is on the first node; each rank knows the other's host.
   for (int r = 0; r < 2; ++r) {
     l = resolves({}, slurm_task(r, "gpu[07-08]", "1(x2)", r ? "gpu08" : "gpu07"));
-    CHECK(l.source == "slurm" && l.rank == r && l.world == 2);
-    CHECK(l.rendezvous_host == "gpu07" && l.host_of(1) == "gpu08" && l.name_rank(1) == "rank 1 (host gpu08)");
-    CHECK(l.rendezvous_port == 15000 + (4242 * 16 + 1) % 15000);
+    REQUIRE(l.source == "slurm" && l.rank == r && l.world == 2);
+    REQUIRE(l.rendezvous_host == "gpu07" && l.host_of(1) == "gpu08" && l.name_rank(1) == "rank 1 (host gpu08)");
+    REQUIRE(l.rendezvous_port == 15000 + (4242 * 16 + 1) % 15000);
   }
   // One node, two tasks (the CI cluster), and cyclic distribution over two nodes.
   l = resolves({}, slurm_task(1, "vm", "2", "vm"));
-  CHECK(l.rendezvous_host == "vm" && l.host_of(1) == "vm");
+  REQUIRE(l.rendezvous_host == "vm" && l.host_of(1) == "vm");
   Env cyc = slurm_task(1, "a,b", "1(x2)", "b");
   cyc["SLURM_DISTRIBUTION"] = "cyclic";
-  CHECK(resolves({}, cyc).host_of(1) == "b");
+  REQUIRE(resolves({}, cyc).host_of(1) == "b");
   // Flags and GICOMM_RENDEZVOUS override Slurm's answer; a flag beats the environment.
   Env over = slurm_task(0, "a,b", "1(x2)", "a");
   over["GICOMM_RENDEZVOUS"] = "a-ib0:19000";
   l = resolves({}, over);
-  CHECK(l.rendezvous_host == "a-ib0" && l.rendezvous_port == 19000);
+  REQUIRE(l.rendezvous_host == "a-ib0" && l.rendezvous_port == 19000);
   over["GICOMM_RENDEZVOUS_PORT"] = "19001";
-  CHECK(resolves({}, over).rendezvous_port == 19001);
-  CHECK(resolves(flags({{"rendezvous-port", "19002"}}), over).rendezvous_port == 19002);
-  CHECK(resolves(flags({{"rendezvous", "c:19003"}}), over).rendezvous_host == "c");
+  REQUIRE(resolves({}, over).rendezvous_port == 19001);
+  REQUIRE(resolves(flags({{"rendezvous-port", "19002"}}), over).rendezvous_port == 19002);
+  REQUIRE(resolves(flags({{"rendezvous", "c:19003"}}), over).rendezvous_host == "c");
 
   // Open MPI wins over the Slurm variables of an allocation mpirun runs in, and needs a rendezvous.
   Env ompi = slurm_task(0, "a,b", "1(x2)", "a");
@@ -130,10 +130,10 @@ void launchers() {
   fails({}, ompi, "mpirun does not tell a rank where rank 0 runs");
   ompi["GICOMM_RENDEZVOUS"] = "a";
   l = resolves({}, ompi);
-  CHECK(l.source == "openmpi" && l.rank == 1 && l.world == 2 && l.rendezvous_host == "a" &&
+  REQUIRE(l.source == "openmpi" && l.rank == 1 && l.world == 2 && l.rendezvous_host == "a" &&
         l.rendezvous_port == kDefaultRendezvousPort);
   // Flags win over both.
-  CHECK(resolves(flags({{"rank", "0"}, {"world-size", "2"}}), ompi).source == "flags");
+  REQUIRE(resolves(flags({{"rank", "0"}, {"world-size", "2"}}), ompi).source == "flags");
 
   // Bad input, each named.
   fails({}, {}, "no rank: not started by srun");
@@ -164,13 +164,13 @@ void launchers() {
 
   LaunchFlags f;
   std::string err;
-  CHECK(!parse_launch_flag("device", "x", &f, &err));  // not ours
-  CHECK(parse_launch_flag("rank", "-1", &f, &err) && err.find("--rank '-1'") != std::string::npos);
+  REQUIRE(!parse_launch_flag("device", "x", &f, &err));  // not ours
+  REQUIRE(parse_launch_flag("rank", "-1", &f, &err) && err.find("--rank '-1'") != std::string::npos);
   err.clear();
-  CHECK(parse_launch_flag("rendezvous-port", "0", &f, &err) && err.find("1..65535") != std::string::npos);
+  REQUIRE(parse_launch_flag("rendezvous-port", "0", &f, &err) && err.find("1..65535") != std::string::npos);
   err.clear();
   f = LaunchFlags{};
-  CHECK(parse_launch_flag("rendezvous", "h:99999", &f, &err) && err.empty());
+  REQUIRE(parse_launch_flag("rendezvous", "h:99999", &f, &err) && err.empty());
   fails(flags({{"rank", "0"}, {"world-size", "2"}}), {{"GICOMM_RENDEZVOUS", "h:99999"}}, "port '99999'");
 }
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "../proxy/check.h"
+#include "check.h"
 #include "gicomm/net/oob.h"
 
 using namespace gicomm::net;
@@ -24,7 +24,7 @@ int free_port() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
   socklen_t len = sizeof(a);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
@@ -70,17 +70,17 @@ void pair(const Identity& id0, const Identity& id1, Side* a, Side* b, int timeou
 }
 
 void has(const std::string& text, const std::string& needle) {
-  CHECK_MSG(text.find(needle) != std::string::npos, "'%s' lacks '%s'", text.c_str(), needle.c_str());
-  CHECK_MSG(text.find('\n') == std::string::npos, "'%s' is not one line", text.c_str());
+  REQUIRE(text.find(needle) != std::string::npos, "'%s' lacks '%s'", text.c_str(), needle.c_str());
+  REQUIRE(text.find('\n') == std::string::npos, "'%s' is not one line", text.c_str());
 }
 
 void agree_and_swap_endpoints() {
   Side a, b;
   pair(ident(), ident(), &a, &b);
-  CHECK_MSG(a.s && b.s, "%s | %s", a.error.c_str(), b.error.c_str());
-  CHECK(a.s->peer_rank() == 1 && b.s->peer_rank() == 0);
-  CHECK(a.s->peer_hello().get("pid") == std::to_string(::getpid()));
-  CHECK(a.s->peer_hello().get("build") == build_id());
+  REQUIRE(a.s && b.s, "%s | %s", a.error.c_str(), b.error.c_str());
+  REQUIRE(a.s->peer_rank() == 1 && b.s->peer_rank() == 0);
+  REQUIRE(a.s->peer_hello().get("pid") == std::to_string(::getpid()));
+  REQUIRE(a.s->peer_hello().get("build") == build_id());
   Endpoint e0, e1;
   e0.device = "mlx5_0";
   e0.roce = true;
@@ -99,32 +99,32 @@ void agree_and_swap_endpoints() {
   put_endpoint(e0, &m0);
   put_endpoint(e1, &m1);
   std::string err0, err1;
-  std::thread t([&] { CHECK_MSG(b.s->exchange("endpoint", m1, &got1, 5000, &err1), "%s", err1.c_str()); });
-  CHECK_MSG(a.s->exchange("endpoint", m0, &got0, 5000, &err0), "%s", err0.c_str());
+  std::thread t([&] { REQUIRE(b.s->exchange("endpoint", m1, &got1, 5000, &err1), "%s", err1.c_str()); });
+  REQUIRE(a.s->exchange("endpoint", m0, &got0, 5000, &err0), "%s", err0.c_str());
   t.join();
   Endpoint r0, r1;
-  CHECK_MSG(get_endpoint(got1, &r0, &err0), "%s", err0.c_str());
-  CHECK_MSG(get_endpoint(got0, &r1, &err0), "%s", err0.c_str());
-  CHECK(r0.device == "mlx5_0" && r0.roce && r0.gid == e0.gid && r0.gid_index == 3 && r0.mtu == 4096);
-  CHECK(r0.qps.size() == 2 && r0.qps[0].qpn == 0x123 && r0.qps[0].psn == 0xabcdef && r0.qps[1].qpn == 0xffffff);
-  CHECK(r0.buffer_addr == e0.buffer_addr && r0.buffer_bytes == e0.buffer_bytes && r0.rkey == 0xdeadbeef);
-  CHECK(r1.device == "mlx5_1" && !r1.roce && r1.lid == 7 && r1.mtu == 2048 && r1.qps.size() == 1);
+  REQUIRE(get_endpoint(got1, &r0, &err0), "%s", err0.c_str());
+  REQUIRE(get_endpoint(got0, &r1, &err0), "%s", err0.c_str());
+  REQUIRE(r0.device == "mlx5_0" && r0.roce && r0.gid == e0.gid && r0.gid_index == 3 && r0.mtu == 4096);
+  REQUIRE(r0.qps.size() == 2 && r0.qps[0].qpn == 0x123 && r0.qps[0].psn == 0xabcdef && r0.qps[1].qpn == 0xffffff);
+  REQUIRE(r0.buffer_addr == e0.buffer_addr && r0.buffer_bytes == e0.buffer_bytes && r0.rkey == 0xdeadbeef);
+  REQUIRE(r1.device == "mlx5_1" && !r1.roce && r1.lid == 7 && r1.mtu == 2048 && r1.qps.size() == 1);
 
   // The ranks at different phases: both notice.
-  std::thread t2([&] { CHECK(!b.s->exchange("done", Message{}, &got1, 5000, &err1)); });
-  CHECK(!a.s->exchange("ready", Message{}, &got0, 5000, &err0));
+  std::thread t2([&] { REQUIRE(!b.s->exchange("done", Message{}, &got1, 5000, &err1)); });
+  REQUIRE(!a.s->exchange("ready", Message{}, &got0, 5000, &err0));
   t2.join();
   has(err0, "sent phase 'done' while this rank is at 'ready'");
   has(err1, "sent phase 'ready' while this rank is at 'done'");
 
   // A peer that stops taking part: a bounded wait naming it, then its closing is noticed at once.
   const auto t0 = Clock::now();
-  CHECK(!a.s->exchange("done", Message{}, &got0, 300, &err0));
+  REQUIRE(!a.s->exchange("done", Message{}, &got0, 300, &err0));
   has(err0, "no 'done' message from rank 1");
   has(err0, "within 0.3 s");
-  CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 2);
+  REQUIRE(std::chrono::duration<double>(Clock::now() - t0).count() < 2);
   b.s.reset();
-  CHECK(!a.s->exchange("done", Message{}, &got0, 5000, &err0));
+  REQUIRE(!a.s->exchange("done", Message{}, &got0, 5000, &err0));
   has(err0, "closed the connection");
   std::printf("  agreement, endpoints, phase mismatch, silent and closed peers: ok\n");
 }
@@ -133,11 +133,11 @@ void agree_and_swap_endpoints() {
 void refused(const Identity& id0, const Identity& id1, const std::string& needle) {
   Side a, b;
   pair(id0, id1, &a, &b);
-  CHECK(!a.s && !b.s);
+  REQUIRE(!a.s && !b.s);
   has(a.error, "refusing rank 1");
   has(b.error, "refusing rank 0");
   has(a.error, needle);
-  CHECK_MSG(a.seconds < 3 && b.seconds < 3, "refusal took %.1f s / %.1f s", a.seconds, b.seconds);
+  REQUIRE(a.seconds < 3 && b.seconds < 3, "refusal took %.1f s / %.1f s", a.seconds, b.seconds);
   std::printf("  refused (%s): '%s'\n", needle.c_str(), a.error.c_str());
 }
 
@@ -155,7 +155,7 @@ void refusals() {
   std::string err;
   Launch four = rank(0, free_port());
   four.world = 4;
-  CHECK(!OobSession::establish(four, ident(), 1000, &err));
+  REQUIRE(!OobSession::establish(four, ident(), 1000, &err));
   has(err, "connects two ranks; the world size is 4");
 }
 
@@ -163,24 +163,24 @@ void dead_peers() {
   const int port = free_port();
   std::string err;
   auto t0 = Clock::now();
-  CHECK(!OobSession::establish(rank(0, port), ident(), 1000, &err));
+  REQUIRE(!OobSession::establish(rank(0, port), ident(), 1000, &err));
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   has(err, "rank 0 (host ");
   has(err, "rank 1 did not connect to port " + std::to_string(port) + " within 1.0 s");
-  CHECK_MSG(s >= 0.9 && s < 3, "%.2f s", s);
+  REQUIRE(s >= 0.9 && s < 3, "%.2f s", s);
   t0 = Clock::now();
-  CHECK(!OobSession::establish(rank(1, port), ident(), 1000, &err));
+  REQUIRE(!OobSession::establish(rank(1, port), ident(), 1000, &err));
   s = std::chrono::duration<double>(Clock::now() - t0).count();
   has(err, "rank 0 (host localhost) did not answer at localhost:" + std::to_string(port) + " within 1.0 s");
   has(err, "Connection refused");
-  CHECK_MSG(s >= 0.9 && s < 3, "%.2f s", s);
+  REQUIRE(s >= 0.9 && s < 3, "%.2f s", s);
   // An unresolvable rank 0 fails at once.
   Launch nowhere = rank(1, port);
   nowhere.rendezvous_host = "no-such-host.invalid";
   t0 = Clock::now();
-  CHECK(!OobSession::establish(nowhere, ident(), 10000, &err));
+  REQUIRE(!OobSession::establish(nowhere, ident(), 10000, &err));
   has(err, "cannot resolve rank 0's host 'no-such-host.invalid'");
-  CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 5);
+  REQUIRE(std::chrono::duration<double>(Clock::now() - t0).count() < 5);
   std::printf("  dead peers: '%s'\n", err.c_str());
 }
 
@@ -195,17 +195,17 @@ std::string rank0_against(const std::function<void(int fd)>& client) {
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(static_cast<uint16_t>(port));
-    CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
     client(fd);
     ::close(fd);
   });
-  CHECK(!OobSession::establish(rank(0, port), ident(), 3000, &err));
+  REQUIRE(!OobSession::establish(rank(0, port), ident(), 3000, &err));
   t.join();
   return err;
 }
 
 void strangers() {
-  const auto send = [](int fd, const std::string& s) { CHECK(::send(fd, s.data(), s.size(), 0) == ssize_t(s.size())); };
+  const auto send = [](int fd, const std::string& s) { REQUIRE(::send(fd, s.data(), s.size(), 0) == ssize_t(s.size())); };
   const auto frame = [](const std::string& body) {
     std::string f(4, '\0');
     for (int i = 0; i < 4; ++i) f[size_t(i)] = char((body.size() >> (24 - 8 * i)) & 0xff);
@@ -229,31 +229,31 @@ void strangers() {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);
   a.sin_port = htons(static_cast<uint16_t>(port));
-  CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && ::listen(fd, 1) == 0);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && ::listen(fd, 1) == 0);
   std::string err;
-  CHECK(!OobSession::establish(rank(0, port), ident(), 1000, &err));
+  REQUIRE(!OobSession::establish(rank(0, port), ident(), 1000, &err));
   has(err, "cannot listen on port " + std::to_string(port));
   ::close(fd);
 }
 
 void messages() {
   Message m;
-  CHECK(m.set("a.b-c_1", "x y=z"));
-  CHECK(!m.set("bad key", "v") && !m.set("", "v") && !m.set("k", "two\nlines"));
-  CHECK(m.set("a.b-c_1", "replaced") && m.items().size() == 1 && m.get("a.b-c_1") == "replaced");
+  REQUIRE(m.set("a.b-c_1", "x y=z"));
+  REQUIRE(!m.set("bad key", "v") && !m.set("", "v") && !m.set("k", "two\nlines"));
+  REQUIRE(m.set("a.b-c_1", "replaced") && m.items().size() == 1 && m.get("a.b-c_1") == "replaced");
   Message back;
   std::string phase, err;
   int version = 0;
-  CHECK(Message::decode(m.encode("ph"), &back, &phase, &version, &err) && phase == "ph" && version == kOobVersion);
-  CHECK(back.get("a.b-c_1") == "replaced");
-  CHECK(!Message::decode("gicomm-oob 1 ph\nno-equals-sign\n", &back, &phase, &version, &err));
+  REQUIRE(Message::decode(m.encode("ph"), &back, &phase, &version, &err) && phase == "ph" && version == kOobVersion);
+  REQUIRE(back.get("a.b-c_1") == "replaced");
+  REQUIRE(!Message::decode("gicomm-oob 1 ph\nno-equals-sign\n", &back, &phase, &version, &err));
   has(err, "bad line 'no-equals-sign'");
   uint64_t v = 0;
   m.set("n", "12");
-  CHECK(m.get_u64("n", 100, &v, &err) && v == 12);
-  CHECK(!m.get_u64("n", 10, &v, &err));
+  REQUIRE(m.get_u64("n", 100, &v, &err) && v == 12);
+  REQUIRE(!m.get_u64("n", 10, &v, &err));
   has(err, "'n'='12' is not an integer in 0..10");
-  CHECK(!m.get_u64("missing", 10, &v, &err));
+  REQUIRE(!m.get_u64("missing", 10, &v, &err));
   has(err, "'missing' is missing");
 
   Endpoint ep;
@@ -262,7 +262,7 @@ void messages() {
   Message em;
   put_endpoint(ep, &em);
   Endpoint out;
-  CHECK(get_endpoint(em, &out, &err));
+  REQUIRE(get_endpoint(em, &out, &err));
   // Each field checked on receipt, the reason naming key and value.
   const char* bad[][3] = {{"ep.mtu", "1500", "'ep.mtu'='1500' is not one of 256, 512, 1024, 2048, 4096"},
                           {"ep.gid", "fe80::1", "'ep.gid'='fe80::1' is not a GID"},
@@ -272,13 +272,13 @@ void messages() {
   for (const auto& b : bad) {
     put_endpoint(ep, &em);
     em.set(b[0], b[1]);
-    CHECK(!get_endpoint(em, &out, &err));
+    REQUIRE(!get_endpoint(em, &out, &err));
     has(err, b[2]);
   }
-  CHECK(mtu_code(256) == 1 && mtu_code(4096) == 5 && mtu_code(1500) == 0 && mtu_bytes(3) == 1024 && mtu_bytes(0) == 0);
+  REQUIRE(mtu_code(256) == 1 && mtu_code(4096) == 5 && mtu_code(1500) == 0 && mtu_bytes(3) == 1024 && mtu_bytes(0) == 0);
   std::array<uint8_t, 16> g{};
-  CHECK(parse_gid("fe80:0000:0000:0000:0202:c9ff:fe00:0001", &g) && g[0] == 0xfe && g[15] == 1);
-  CHECK(gid_text(g) == "fe80:0000:0000:0000:0202:c9ff:fe00:0001");
+  REQUIRE(parse_gid("fe80:0000:0000:0000:0202:c9ff:fe00:0001", &g) && g[0] == 0xfe && g[15] == 1);
+  REQUIRE(gid_text(g) == "fe80:0000:0000:0000:0202:c9ff:fe00:0001");
 }
 
 }  // namespace

@@ -147,8 +147,8 @@ void run_stress(bool tuned, uint32_t rings, uint32_t per_ring, uint32_t workers,
   CheckingBackend be(&chk, 64, false);
   std::string err;
   auto pool = WorkerPool::create(cfg_for(workers, batch), rs.views, be, nullptr, &err);
-  CHECK_MSG(pool, "%s", err.c_str());
-  CHECK_MSG(pool->start(false, &err), "%s", err.c_str());
+  REQUIRE(pool, "%s", err.c_str());
+  REQUIRE(pool->start(false, &err), "%s", err.c_str());
 
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -173,26 +173,26 @@ void run_stress(bool tuned, uint32_t rings, uint32_t per_ring, uint32_t workers,
     });
   }
   for (auto& t : threads) t.join();
-  CHECK(failures.load() == 0);
+  REQUIRE(failures.load() == 0);
 
   std::vector<uint64_t> expected(rings, uint64_t(per_ring) * per_producer);
-  CHECK_MSG(pool->stop(&expected, 20 * kSec, &err), "%s", err.c_str());
-  CHECK_MSG(chk.first_error.empty(), "%s", chk.first_error.c_str());
-  CHECK(chk.total.load() == uint64_t(producers) * per_producer);
-  for (uint32_t p = 0; p < producers; ++p) CHECK(chk.next[p].load() == per_producer);
+  REQUIRE(pool->stop(&expected, 20 * kSec, &err), "%s", err.c_str());
+  REQUIRE(chk.first_error.empty(), "%s", chk.first_error.c_str());
+  REQUIRE(chk.total.load() == uint64_t(producers) * per_producer);
+  for (uint32_t p = 0; p < producers; ++p) REQUIRE(chk.next[p].load() == per_producer);
   for (uint32_t r = 0; r < rings; ++r) {
-    CHECK(rs.counters[r].head == expected[r]);
-    CHECK_MSG(rs.counters[r].done == expected[r], "ring %u done %llu", r,
+    REQUIRE(rs.counters[r].head == expected[r]);
+    REQUIRE(rs.counters[r].done == expected[r], "ring %u done %llu", r,
               (unsigned long long)rs.counters[r].done);
   }
-  CHECK(chk.max_chain.load() <= batch);
+  REQUIRE(chk.max_chain.load() <= batch);
   uint64_t posts = 0, descs = 0;
   for (const auto& s : pool->stats()) {
     posts += s.posts;
     descs += s.descriptors;
-    CHECK(s.cpu >= 0);  // pinned
+    REQUIRE(s.cpu >= 0);  // pinned
   }
-  CHECK(descs == chk.total.load() && posts == chk.posts.load());
+  REQUIRE(descs == chk.total.load() && posts == chk.posts.load());
   std::printf("  %s rings=%u producers/ring=%u workers=%u batch=%u cap=%u: %llu descriptors, %llu posts "
               "(mean chain %.2f, max %u)\n",
               tuned ? "tuned" : "baseline", rings, per_ring, workers, batch, cap,
@@ -208,17 +208,17 @@ void test_drain_without_targets() {
   CheckingBackend be(&chk, 64, false);
   std::string err;
   auto pool = WorkerPool::create(cfg_for(2, 4), rs.views, be, nullptr, &err);
-  CHECK(pool);
-  CHECK(pool->start(true, &err));  // parked: nothing is consumed yet (cold start)
+  REQUIRE(pool);
+  REQUIRE(pool->start(true, &err));  // parked: nothing is consumed yet (cold start)
   std::vector<TunedProducer> tp(3, TunedProducer{0, 0});
   for (uint32_t r = 0; r < 3; ++r)
     for (uint64_t i = 0; i < 8; ++i)
-      CHECK(enqueue_tuned(rs.views[r], tp[r], encode(r, i), 0, kSec, nullptr) == i);
+      REQUIRE(enqueue_tuned(rs.views[r], tp[r], encode(r, i), 0, kSec, nullptr) == i);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  CHECK(rs.counters[0].head == 0);  // parked workers really are idle
-  CHECK_MSG(pool->stop(nullptr, 10 * kSec, &err), "%s", err.c_str());
-  for (uint32_t r = 0; r < 3; ++r) CHECK(rs.counters[r].head == 8 && rs.counters[r].done == 8);
-  CHECK(chk.total.load() == 24 && chk.first_error.empty());
+  REQUIRE(rs.counters[0].head == 0);  // parked workers really are idle
+  REQUIRE(pool->stop(nullptr, 10 * kSec, &err), "%s", err.c_str());
+  for (uint32_t r = 0; r < 3; ++r) REQUIRE(rs.counters[r].head == 8 && rs.counters[r].done == 8);
+  REQUIRE(chk.total.load() == 24 && chk.first_error.empty());
 }
 
 void test_drain_timeout_names_ring() {
@@ -228,12 +228,12 @@ void test_drain_timeout_names_ring() {
   CheckingBackend be(&chk, 64, false);
   std::string err;
   auto pool = WorkerPool::create(cfg_for(1, 1), rs.views, be, nullptr, &err);
-  CHECK(pool && pool->start(false, &err));
+  REQUIRE(pool && pool->start(false, &err));
   TunedProducer tp{0, 0};
-  CHECK(enqueue_tuned(rs.views[1], tp, encode(1, 0), 0, 0, nullptr) == 0);
+  REQUIRE(enqueue_tuned(rs.views[1], tp, encode(1, 0), 0, 0, nullptr) == 0);
   std::vector<uint64_t> expected{0, 5};
-  CHECK(!pool->stop(&expected, 200000000ull, &err));
-  CHECK_MSG(err.find("ring 1") != std::string::npos && err.find("head 1") != std::string::npos &&
+  REQUIRE(!pool->stop(&expected, 200000000ull, &err));
+  REQUIRE(err.find("ring 1") != std::string::npos && err.find("head 1") != std::string::npos &&
                 err.find("expected 5") != std::string::npos,
             "message: %s", err.c_str());
 }
@@ -246,17 +246,17 @@ void test_stall_reports_ring() {
   cfg.stall_timeout_ns = 100000000ull;  // 100 ms
   std::string err;
   auto pool = WorkerPool::create(cfg, rs.views, be, nullptr, &err);
-  CHECK(pool && pool->start(false, &err));
+  REQUIRE(pool && pool->start(false, &err));
   TunedProducer tp{0, 0};
-  CHECK(enqueue_tuned(rs.views[1], tp, encode(1, 0), 0, 0, nullptr) == 0);
+  REQUIRE(enqueue_tuned(rs.views[1], tp, encode(1, 0), 0, 0, nullptr) == 0);
   const uint64_t deadline = now_ns() + 5 * kSec;
   while (!pool->failed() && now_ns() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  CHECK(pool->failed());
+  REQUIRE(pool->failed());
   err = pool->error();
-  CHECK_MSG(err.find("ring 1") != std::string::npos && err.find("no completion") != std::string::npos &&
+  REQUIRE(err.find("ring 1") != std::string::npos && err.find("no completion") != std::string::npos &&
                 err.find("done 0") != std::string::npos,
             "message: %s", err.c_str());
-  CHECK(!pool->stop(nullptr, kSec, &err));
+  REQUIRE(!pool->stop(nullptr, kSec, &err));
 }
 
 // A custom completion publisher (what the bench uses for the GPU-resident counter) receives every
@@ -291,19 +291,19 @@ void test_custom_publisher() {
   RecordingPublisher pub(6, 3);
   std::string err;
   auto pool = WorkerPool::create(cfg_for(3, 4), rs.views, be, &pub, &err);
-  CHECK(pool && pool->start(false, &err));
+  REQUIRE(pool && pool->start(false, &err));
   std::vector<TunedProducer> tp(6, TunedProducer{0, 0});
   for (uint64_t i = 0; i < 2000; ++i)
     for (uint32_t r = 0; r < 6; ++r)
-      CHECK(enqueue_tuned(rs.views[r], tp[r], encode(r, i), 0, 10 * kSec, nullptr) == i);
+      REQUIRE(enqueue_tuned(rs.views[r], tp[r], encode(r, i), 0, 10 * kSec, nullptr) == i);
   std::vector<uint64_t> expected(6, 2000);
-  CHECK_MSG(pool->stop(&expected, 10 * kSec, &err), "%s", err.c_str());
-  CHECK(!pub.bad.load());
+  REQUIRE(pool->stop(&expected, 10 * kSec, &err), "%s", err.c_str());
+  REQUIRE(!pub.bad.load());
   for (uint32_t r = 0; r < 6; ++r) {
-    CHECK(pub.last[r].load() == 2000);
-    CHECK(rs.counters[r].done == 0);  // the host counter is not the one in use
+    REQUIRE(pub.last[r].load() == 2000);
+    REQUIRE(rs.counters[r].done == 0);  // the host counter is not the one in use
   }
-  CHECK(pub.calls.load() >= 6);
+  REQUIRE(pub.calls.load() >= 6);
 }
 
 void test_config_errors() {
@@ -313,8 +313,8 @@ void test_config_errors() {
   auto bad = [&](PoolConfig c, size_t nrings, const char* needle) {
     std::vector<RingView> v(rs.views.begin(), rs.views.begin() + nrings);
     err.clear();
-    CHECK(!WorkerPool::create(c, v, *be, nullptr, &err));
-    CHECK_MSG(err.find(needle) != std::string::npos, "'%s' not in '%s'", needle, err.c_str());
+    REQUIRE(!WorkerPool::create(c, v, *be, nullptr, &err));
+    REQUIRE(err.find(needle) != std::string::npos, "'%s' not in '%s'", needle, err.c_str());
   };
   bad(cfg_for(0, 1), 4, "workers must be in 1..8");
   bad(cfg_for(9, 1), 4, "workers must be in 1..8");
@@ -327,8 +327,8 @@ void test_config_errors() {
   std::vector<RingView> v = rs.views;
   v[2].capacity = 6;
   err.clear();
-  CHECK(!WorkerPool::create(cfg_for(1, 1), v, *be, nullptr, &err));
-  CHECK(err.find("ring 2 is malformed") != std::string::npos);
+  REQUIRE(!WorkerPool::create(cfg_for(1, 1), v, *be, nullptr, &err));
+  REQUIRE(err.find("ring 2 is malformed") != std::string::npos);
 }
 
 }  // namespace

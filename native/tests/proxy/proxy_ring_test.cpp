@@ -26,27 +26,27 @@ struct TestRing {
 };
 
 void test_format() {
-  CHECK(sizeof(Desc) == 16 && alignof(Desc) == 16);
+  REQUIRE(sizeof(Desc) == 16 && alignof(Desc) == 16);
   const uint32_t info = make_info(Op::write_inline, 0xabcdef, true);
-  CHECK(info_op(info) == Op::write_inline);
-  CHECK(info_slot(info) == 0xabcdef);
-  CHECK((info & kInfoSignal) != 0);
-  CHECK(info_op(make_info(Op::write, 5, false)) == Op::write);
-  CHECK((make_info(Op::write, 5, false) & kInfoSignal) == 0);
+  REQUIRE(info_op(info) == Op::write_inline);
+  REQUIRE(info_slot(info) == 0xabcdef);
+  REQUIRE((info & kInfoSignal) != 0);
+  REQUIRE(info_op(make_info(Op::write, 5, false)) == Op::write);
+  REQUIRE((make_info(Op::write, 5, false) & kInfoSignal) == 0);
   // A zeroed slot is never valid for the first lap; consecutive laps of a slot differ.
-  for (uint64_t t = 0; t < 4096; ++t) CHECK(tag_of(t) != 0);
-  CHECK(tag_of(7) != tag_of(7 + 8));
+  for (uint64_t t = 0; t < 4096; ++t) REQUIRE(tag_of(t) != 0);
+  REQUIRE(tag_of(7) != tag_of(7 + 8));
   // store16/load16 round trip keeps every field in place.
   Desc d{0x0123456789abcdefull, 0x11223344u, 0x55667788u};
   alignas(16) Desc slot{};
   store16(&slot, d);
   const Desc e = load16(&slot);
-  CHECK(e.value == d.value && e.info == d.info && e.seq == d.seq);
+  REQUIRE(e.value == d.value && e.info == d.info && e.seq == d.seq);
   // The GPU encodes seq in the high half of the second 64-bit word (st.v2.b64): check the layout.
   uint64_t words[2];
   std::memcpy(words, &slot, 16);
-  CHECK(words[0] == d.value);
-  CHECK(words[1] == ((uint64_t(d.seq) << 32) | d.info));
+  REQUIRE(words[0] == d.value);
+  REQUIRE(words[1] == ((uint64_t(d.seq) << 32) | d.info));
 }
 
 // Both paths, many laps of a small ring, consumed in between: every ticket is seen once, in order,
@@ -60,20 +60,20 @@ void test_paths_wrap(bool tuned) {
   for (uint64_t i = 0; i < 1000; ++i) {
     const uint64_t t = tuned ? enqueue_tuned(rp->view, p, i * 3 + 1, make_info(Op::write_inline, i, false), 0, nullptr)
                              : enqueue_baseline(rp->view, i * 3 + 1, make_info(Op::write_inline, i, false), 0, nullptr);
-    CHECK(t == i);
+    REQUIRE(t == i);
     // Consume every other step, so the ring is sometimes full and sometimes not.
     if (i % 2 == 1 || (i + 1) - head >= cap) {
       Desc d;
       while (try_consume(r.view, head, &d)) {
-        CHECK_MSG(d.value == head * 3 + 1, "ticket %llu value %llu", (unsigned long long)head,
+        REQUIRE(d.value == head * 3 + 1, "ticket %llu value %llu", (unsigned long long)head,
                   (unsigned long long)d.value);
-        CHECK(info_slot(d.info) == head);
+        REQUIRE(info_slot(d.info) == head);
         ++head;
         r.counters.head = head;
       }
       // Nothing beyond the tail is valid (stale tags of the previous lap are rejected).
-      CHECK(!try_consume(r.view, head, &d));
-      CHECK(head == i + 1);
+      REQUIRE(!try_consume(r.view, head, &d));
+      REQUIRE(head == i + 1);
     }
   }
 }
@@ -83,25 +83,25 @@ void test_timeouts() {
   WaitError e{};
   TunedProducer p{0, 0};
   const uint64_t soon = 2000000;  // 2 ms: generous, the ring is not full
-  CHECK(enqueue_tuned(r.view, p, 1, 0, soon, &e) == 0);
-  CHECK(enqueue_tuned(r.view, p, 2, 0, soon, &e) == 1);
+  REQUIRE(enqueue_tuned(r.view, p, 1, 0, soon, &e) == 0);
+  REQUIRE(enqueue_tuned(r.view, p, 2, 0, soon, &e) == 1);
   // Full, nobody consumes: the third enqueue must give up, naming the ring and its counters.
-  CHECK(enqueue_tuned(r.view, p, 3, 0, 2000000, &e) == ~0ull);
-  CHECK(e.ring == 7 && e.what == kWaitRingFull && e.seen == 0 && e.expected == 1);
-  CHECK(p.tail == 2);  // the failed enqueue consumed no ticket
+  REQUIRE(enqueue_tuned(r.view, p, 3, 0, 2000000, &e) == ~0ull);
+  REQUIRE(e.ring == 7 && e.what == kWaitRingFull && e.seen == 0 && e.expected == 1);
+  REQUIRE(p.tail == 2);  // the failed enqueue consumed no ticket
 
   TestRing b(2, 3);
-  CHECK(enqueue_baseline(b.view, 1, 0, 0, nullptr) == 0);
-  CHECK(enqueue_baseline(b.view, 2, 0, 0, nullptr) == 1);
+  REQUIRE(enqueue_baseline(b.view, 1, 0, 0, nullptr) == 0);
+  REQUIRE(enqueue_baseline(b.view, 2, 0, 0, nullptr) == 1);
   e = WaitError{};
-  CHECK(enqueue_baseline(b.view, 3, 0, 2000000, &e) == ~0ull);
-  CHECK(e.ring == 3 && e.what == kWaitRingFull && e.seen == 0);
+  REQUIRE(enqueue_baseline(b.view, 3, 0, 2000000, &e) == ~0ull);
+  REQUIRE(e.ring == 3 && e.what == kWaitRingFull && e.seen == 0);
 
   e = WaitError{};
   r.counters.done = 1;
-  CHECK(wait_done(r.view, 1, 1000000, &e) == gicomm::WaitStatus::ok);
-  CHECK(wait_done(r.view, 2, 1000000, &e) == gicomm::WaitStatus::timeout);
-  CHECK(e.ring == 7 && e.what == kWaitCompletion && e.expected == 2 && e.seen == 1);
+  REQUIRE(wait_done(r.view, 1, 1000000, &e) == gicomm::WaitStatus::ok);
+  REQUIRE(wait_done(r.view, 2, 1000000, &e) == gicomm::WaitStatus::timeout);
+  REQUIRE(e.ring == 7 && e.what == kWaitCompletion && e.expected == 2 && e.seen == 1);
 }
 }  // namespace
 

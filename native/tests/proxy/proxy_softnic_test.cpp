@@ -71,8 +71,8 @@ void test_writes(bool tuned, uint32_t rings, uint32_t workers, uint32_t batch) {
   auto be = make_softnic_backend(s.nic, s.target);
   std::string err;
   auto pool = WorkerPool::create(cfg(workers, batch), s.views, *be, nullptr, &err);
-  CHECK_MSG(pool, "%s", err.c_str());
-  CHECK(pool->start(false, &err));
+  REQUIRE(pool, "%s", err.c_str());
+  REQUIRE(pool->start(false, &err));
   std::vector<std::thread> prod;
   for (uint32_t r = 0; r < rings; ++r) {
     prod.emplace_back([&, r] {
@@ -85,30 +85,30 @@ void test_writes(bool tuned, uint32_t rings, uint32_t workers, uint32_t batch) {
         const uint32_t info = make_info(ptr ? Op::write : Op::write_inline, slot, false);
         const uint64_t t = tuned ? enqueue_tuned(s.views[r], tp, v, info, 20 * kSec, nullptr)
                                  : enqueue_baseline(s.views[r], v, info, 20 * kSec, nullptr);
-        CHECK(t == i);
+        REQUIRE(t == i);
       }
     });
   }
   for (auto& t : prod) t.join();
   std::vector<uint64_t> expected(rings, per_ring);
-  CHECK_MSG(pool->stop(&expected, 20 * kSec, &err), "%s", err.c_str());
+  REQUIRE(pool->stop(&expected, 20 * kSec, &err), "%s", err.c_str());
   engine.stop();
   // Each destination word holds the last request aimed at it.
   for (uint32_t r = 0; r < rings; ++r) {
-    CHECK(s.counters[r].done == per_ring);
+    REQUIRE(s.counters[r].done == per_ring);
     for (uint32_t w = 0; w < window; ++w) {
       uint64_t last = per_ring - 1;
       while (last % window != w) --last;
       const uint64_t want = last % 7 == 3 ? s.local[last % 4096] : value_of(r, last);
-      CHECK_MSG(s.remote[r * window + w] == want, "ring %u word %u: %llx != %llx", r, w,
+      REQUIRE(s.remote[r * window + w] == want, "ring %u word %u: %llx != %llx", r, w,
                 (unsigned long long)s.remote[r * window + w], (unsigned long long)want);
     }
   }
   const softnic::Counters c = engine.counters();
-  CHECK(c.wqes == uint64_t(rings) * per_ring && c.errors == 0);
+  REQUIRE(c.wqes == uint64_t(rings) * per_ring && c.errors == 0);
   uint64_t posts = 0;
   for (const auto& st : pool->stats()) posts += st.posts;
-  CHECK(c.cqes == posts);  // one CQE per chain: selective signaling
+  REQUIRE(c.cqes == posts);  // one CQE per chain: selective signaling
   std::printf("  softnic %s rings=%u workers=%u batch=%u: %llu WQEs in %llu chains\n", tuned ? "tuned" : "baseline",
               rings, workers, batch, (unsigned long long)c.wqes, (unsigned long long)posts);
 }
@@ -121,15 +121,15 @@ void test_error_cqe() {
   auto be = make_softnic_backend(s.nic, s.target);
   std::string err;
   auto pool = WorkerPool::create(cfg(1, 1), s.views, *be, nullptr, &err);
-  CHECK(pool && pool->start(false, &err));
+  REQUIRE(pool && pool->start(false, &err));
   TunedProducer tp{0, 0};
-  CHECK(enqueue_tuned(s.views[0], tp, 42, make_info(Op::write_inline, 0, false), 0, nullptr) == 0);
+  REQUIRE(enqueue_tuned(s.views[0], tp, 42, make_info(Op::write_inline, 0, false), 0, nullptr) == 0);
   const uint64_t deadline = now_ns() + 5 * kSec;
   while (!pool->failed() && now_ns() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   err = pool->error();
-  CHECK_MSG(err.find("error CQE") != std::string::npos && err.find("syndrome 0x13") != std::string::npos,
+  REQUIRE(err.find("error CQE") != std::string::npos && err.find("syndrome 0x13") != std::string::npos,
             "%s", err.c_str());
-  CHECK(!pool->stop(nullptr, kSec, &err));
+  REQUIRE(!pool->stop(nullptr, kSec, &err));
   engine.stop();
 }
 }  // namespace

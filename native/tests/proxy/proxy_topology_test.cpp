@@ -26,25 +26,25 @@ void mkdirs(const std::string& path) {
 
 int main() {
   std::vector<int> c;
-  CHECK(parse_cpulist("0-3,8,10-11\n", &c));
-  CHECK((c == std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
-  CHECK(parse_cpulist("5", &c) && c.size() == 1 && c[0] == 5);
-  CHECK(!parse_cpulist("", &c));
-  CHECK(!parse_cpulist("3-1", &c));
-  CHECK(!parse_cpulist("a-b", &c));
+  REQUIRE(parse_cpulist("0-3,8,10-11\n", &c));
+  REQUIRE((c == std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  REQUIRE(parse_cpulist("5", &c) && c.size() == 1 && c[0] == 5);
+  REQUIRE(!parse_cpulist("", &c));
+  REQUIRE(!parse_cpulist("3-1", &c));
+  REQUIRE(!parse_cpulist("a-b", &c));
 
   char tmpl[] = "/tmp/gicomm_topo_XXXXXX";
-  CHECK(mkdtemp(tmpl) != nullptr);
+  REQUIRE(mkdtemp(tmpl) != nullptr);
   const std::string root = tmpl;
   mkdirs(root + "/devices/system/node/node0");
   mkdirs(root + "/devices/system/node/node2");
   write(root + "/devices/system/node/node0/cpulist", "0-1\n");
   write(root + "/devices/system/node/node2/cpulist", "16-17,20\n");
   std::string err;
-  CHECK(numa_node_cpus(2, &c, &err, root) && (c == std::vector<int>{16, 17, 20}));
-  CHECK(!numa_node_cpus(1, &c, &err, root));
-  CHECK_MSG(err == "NUMA node 1 not found (nodes present: 0,2)", "%s", err.c_str());
-  CHECK(!numa_node_cpus(-1, &c, &err, root));
+  REQUIRE(numa_node_cpus(2, &c, &err, root) && (c == std::vector<int>{16, 17, 20}));
+  REQUIRE(!numa_node_cpus(1, &c, &err, root));
+  REQUIRE(err == "NUMA node 1 not found (nodes present: 0,2)", "%s", err.c_str());
+  REQUIRE(!numa_node_cpus(-1, &c, &err, root));
 
   // Frequency: cpufreq first (kHz), then /proc/cpuinfo, else a reason.
   mkdirs(root + "/devices/system/cpu/cpu1/cpufreq");
@@ -53,20 +53,20 @@ int main() {
         "processor\t: 0\ncpu MHz\t\t: 1200.500\n\nprocessor\t: 1\ncpu MHz\t\t: 999.0\n\n"
         "processor\t: 2\ncpu MHz\t\t: 3100.250\n");
   CpuFreq f = read_cpu_mhz(1, root, root + "/cpuinfo");
-  CHECK(f.ok && f.mhz == 2450.0 && f.source == "scaling_cur_freq");
+  REQUIRE(f.ok && f.mhz == 2450.0 && f.source == "scaling_cur_freq");
   f = read_cpu_mhz(2, root, root + "/cpuinfo");
-  CHECK(f.ok && f.mhz == 3100.25 && f.source == "proc_cpuinfo");
+  REQUIRE(f.ok && f.mhz == 3100.25 && f.source == "proc_cpuinfo");
   f = read_cpu_mhz(7, root, root + "/cpuinfo");
-  CHECK(!f.ok && f.source.find("cpu7") != std::string::npos);
+  REQUIRE(!f.ok && f.source.find("cpu7") != std::string::npos);
 
   // The real machine: node 0 exists wherever Linux exposes NUMA; its first CPU has some clock.
   if (numa_node_cpus(0, &c, &err)) {
-    CHECK(!c.empty());
-    CHECK(pin_this_thread(c[0], &err));
+    REQUIRE(!c.empty());
+    REQUIRE(pin_this_thread(c[0], &err));
     f = read_cpu_mhz(c[0]);
     std::printf("  cpu%d: %s %.1f MHz (%s)\n", c[0], f.ok ? "ok" : "unreadable", f.mhz, f.source.c_str());
   }
-  CHECK(!pin_this_thread(100000, &err));
+  REQUIRE(!pin_this_thread(100000, &err));
   std::printf("proxy_topology_test: ok\n");
   return 0;
 }

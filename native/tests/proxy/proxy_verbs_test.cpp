@@ -44,24 +44,24 @@ void run_pool(proxy::Backend& be, uint32_t rings, std::vector<uint64_t>& dest) {
   pc.stall_timeout_ns = 60000000000ull;  // latency under TCG is meaningless: be generous
   std::string err;
   auto pool = proxy::WorkerPool::create(pc, views, be, nullptr, &err);
-  CHECK_MSG(pool, "%s", err.c_str());
-  CHECK_MSG(pool->start(false, &err), "%s", err.c_str());
+  REQUIRE(pool, "%s", err.c_str());
+  REQUIRE(pool->start(false, &err), "%s", err.c_str());
   std::vector<std::thread> producers;
   for (uint32_t r = 0; r < rings; ++r)
     producers.emplace_back([&, r] {
       proxy::TunedProducer tp{0, 0};
       for (uint64_t i = 0; i < kWrites; ++i)
-        CHECK(proxy::enqueue_tuned(views[r], tp, (uint64_t(r) << 32) + 1000 + i,
+        REQUIRE(proxy::enqueue_tuned(views[r], tp, (uint64_t(r) << 32) + 1000 + i,
                                    proxy::make_info(proxy::Op::write_inline, r * kWords + uint32_t(i % kWords), false),
                                    pc.stall_timeout_ns, nullptr) == i);
     });
   for (auto& t : producers) t.join();
   std::vector<uint64_t> expected(rings, kWrites);
-  CHECK_MSG(pool->stop(&expected, pc.stall_timeout_ns, &err), "%s", err.c_str());
+  REQUIRE(pool->stop(&expected, pc.stall_timeout_ns, &err), "%s", err.c_str());
   for (uint32_t r = 0; r < rings; ++r)
     for (uint64_t w = 0; w < kWords; ++w) {
       const uint64_t last = kWrites - 1 - ((kWrites - 1 - w) % kWords);
-      CHECK_MSG(dest[r * kWords + w] == (uint64_t(r) << 32) + 1000 + last, "ring %u word %lu holds %lu", r,
+      REQUIRE(dest[r * kWords + w] == (uint64_t(r) << 32) + 1000 + last, "ring %u word %lu holds %lu", r,
                 static_cast<unsigned long>(w), static_cast<unsigned long>(dest[r * kWords + w]));
     }
 }
@@ -72,15 +72,15 @@ int no_device() {
   cfg.remote = remote.data();
   cfg.remote_bytes = remote.size() * 8;
   std::string err;
-  CHECK(!verbs::make_verbs_backend(cfg, &err));
-  CHECK_MSG(err.find("no RDMA device found") != std::string::npos, "%s", err.c_str());
-  CHECK(err.find('\n') == std::string::npos);
+  REQUIRE(!verbs::make_verbs_backend(cfg, &err));
+  REQUIRE(err.find("no RDMA device found") != std::string::npos, "%s", err.c_str());
+  REQUIRE(err.find('\n') == std::string::npos);
   std::printf("  no RDMA device: '%s'\n", err.c_str());
   // A named device that does not exist fails the same way, and so does an endpoint.
   cfg.device = "mlx5_999";
-  CHECK(!verbs::make_verbs_backend(cfg, &err));
-  CHECK(!verbs::VerbsEndpoint::open(cfg, 1, &err));
-  CHECK_MSG(err.find("no RDMA device found") != std::string::npos, "%s", err.c_str());
+  REQUIRE(!verbs::make_verbs_backend(cfg, &err));
+  REQUIRE(!verbs::VerbsEndpoint::open(cfg, 1, &err));
+  REQUIRE(err.find("no RDMA device found") != std::string::npos, "%s", err.c_str());
   std::printf("proxy_verbs_test: ok (failure path)\n");
   return 0;
 }
@@ -94,7 +94,7 @@ int loopback(const std::string& device, int gid_index) {
   cfg.remote_bytes = remote.size() * 8;
   std::string err;
   auto be = verbs::make_verbs_backend(cfg, &err);
-  CHECK_MSG(be, "%s", err.c_str());
+  REQUIRE(be, "%s", err.c_str());
   run_pool(*be, 2, remote);
   std::printf("proxy_verbs_test: ok (loopback on %s: %lu writes per QP)\n", device.empty() ? "the first device" : device.c_str(),
               static_cast<unsigned long>(kWrites));
@@ -113,24 +113,24 @@ int two_ports(const std::string& device, const std::string& peer_device, int gid
   b.remote_bytes = dest.size() * 8;
   std::string err;
   auto sender = verbs::VerbsEndpoint::open(a, kRings, &err);
-  CHECK_MSG(sender, "%s", err.c_str());
+  REQUIRE(sender, "%s", err.c_str());
   auto receiver = verbs::VerbsEndpoint::open(b, kRings, &err);
-  CHECK_MSG(receiver, "%s", err.c_str());
+  REQUIRE(receiver, "%s", err.c_str());
   // The endpoints travel through the exchange's text form, as between two ranks.
   net::Message ma, mb;
   net::put_endpoint(sender->local(), &ma);
   net::put_endpoint(receiver->local(), &mb);
   net::Endpoint ea, eb;
-  CHECK_MSG(net::get_endpoint(ma, &ea, &err), "%s", err.c_str());
-  CHECK_MSG(net::get_endpoint(mb, &eb, &err), "%s", err.c_str());
-  CHECK(ea.device == device && eb.device == peer_device && eb.buffer_bytes == dest.size() * 8);
-  CHECK_MSG(sender->connect(eb, &err), "%s", err.c_str());
-  CHECK_MSG(receiver->connect(ea, &err), "%s", err.c_str());
-  CHECK(!receiver->connect(ea, &err));  // once only
+  REQUIRE(net::get_endpoint(ma, &ea, &err), "%s", err.c_str());
+  REQUIRE(net::get_endpoint(mb, &eb, &err), "%s", err.c_str());
+  REQUIRE(ea.device == device && eb.device == peer_device && eb.buffer_bytes == dest.size() * 8);
+  REQUIRE(sender->connect(eb, &err), "%s", err.c_str());
+  REQUIRE(receiver->connect(ea, &err), "%s", err.c_str());
+  REQUIRE(!receiver->connect(ea, &err));  // once only
   auto be = sender->backend(&err);
-  CHECK_MSG(be, "%s", err.c_str());
-  CHECK(!be->open(kRings, &err));  // no QP for a third worker
-  CHECK_MSG(err.find("has no QP") != std::string::npos, "%s", err.c_str());
+  REQUIRE(be, "%s", err.c_str());
+  REQUIRE(!be->open(kRings, &err));  // no QP for a third worker
+  REQUIRE(err.find("has no QP") != std::string::npos, "%s", err.c_str());
 
   const auto before = net::read_all_ports("/sys");
   run_pool(*be, kRings, dest);
@@ -139,8 +139,8 @@ int two_ports(const std::string& device, const std::string& peer_device, int gid
   const auto out = net::check_path(device, 1, before, after, net::rdma_write_claim(true, kRings * kWrites, 8, mtu));
   const auto in = net::check_path(peer_device, 1, before, after, net::rdma_write_claim(false, kRings * kWrites, 8, mtu));
   std::printf("  sender   %s\n  receiver %s\n", net::to_json(out).c_str(), net::to_json(in).c_str());
-  CHECK_MSG(out.ok, "%s", out.reason.c_str());
-  CHECK_MSG(in.ok, "%s", in.reason.c_str());
+  REQUIRE(out.ok, "%s", out.reason.c_str());
+  REQUIRE(in.ok, "%s", in.reason.c_str());
   std::printf("proxy_verbs_test: ok (%s -> %s: %u QPs, %lu writes each, counters agree)\n", device.c_str(),
               peer_device.c_str(), kRings, static_cast<unsigned long>(kWrites));
   return 0;
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
   int devices = 0;
   const std::string names = verbs::describe_devices(&devices);
   if (devices == 0) {
-    CHECK_MSG(device.empty() && peer.empty(), "devices named (%s %s) but none present", device.c_str(), peer.c_str());
+    REQUIRE(device.empty() && peer.empty(), "devices named (%s %s) but none present", device.c_str(), peer.c_str());
     return no_device();
   }
   std::printf("  devices: %s\n", names.c_str());

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "check.h"
 #include "gicomm/mlx5/doorbell.h"
 #include "gicomm/mlx5/host_post.h"
 #include "gicomm/order.cuh"
@@ -35,17 +36,6 @@ namespace m = gicomm::mlx5;
 namespace sn = gicomm::softnic;
 using Clock = std::chrono::steady_clock;
 
-static int failures = 0;
-#define CHECK(c, ...)                                             \
-  do {                                                            \
-    if (!(c)) {                                                   \
-      if (++failures <= 30) {                                     \
-        std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-        std::fprintf(stderr, __VA_ARGS__);                        \
-        std::fprintf(stderr, "\n");                               \
-      }                                                           \
-    }                                                             \
-  } while (0)
 #define CUDA(x)                                                                                      \
   do {                                                                                               \
     cudaError_t e_ = (x);                                                                            \
@@ -176,7 +166,7 @@ static void check_sizes(const Placement& pl, std::mt19937& rng) {
   uint64_t word_sum[8] = {0};
   size_t dst_off = 0;
   uint32_t fetch_slot = 0, posted = 0, signaled_total = 0, bytes_total = 0;
-  for (int batch = 0; batch < 120 && failures == 0; ++batch) {
+  for (int batch = 0; batch < 120 && gicomm::test::failures().load() == 0; ++batch) {
     struct Expect {
       uint32_t index, bytes;
       uint8_t opcode;
@@ -285,7 +275,7 @@ static void check_sizes(const Placement& pl, std::mt19937& rng) {
         (unsigned long long)c.bytes, posted + 6, bytes_total + 400);
   CUDA(cudaStreamDestroy(s));
   std::printf("%-28s %u WQEs (%u signaled), %u payload bytes, errors and flushes as expected: %s\n", tag.c_str(),
-              posted, signaled_total, bytes_total, failures ? "FAILED" : "ok");
+              posted, signaled_total, bytes_total, gicomm::test::failures().load() ? "FAILED" : "ok");
 }
 
 // ---- put-with-signal ordering -----------------------------------------------------------------------
@@ -397,8 +387,8 @@ int main() {
     check_signal_ordering(pl, 65536);
   }
   if (placements.size() < 2) std::printf("note: one GPU: the peer-GPU placement (softnic-gpu) was not checked\n");
-  if (failures) {
-    std::printf("gpu engine check: %d FAILURES\n", failures);
+  if (gicomm::test::failures().load()) {
+    std::printf("gpu engine check: %d FAILURES\n", gicomm::test::failures().load());
     return 1;
   }
   std::printf("gpu engine check: all checks passed\n");

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "gicomm/mlx5/host_post.h"
 #include "gicomm/softnic/softnic.h"
 #if defined(GICOMM_TEST_GPU_ENGINE)
@@ -29,17 +30,6 @@ namespace m = gicomm::mlx5;
 namespace sn = gicomm::softnic;
 using Clock = std::chrono::steady_clock;
 
-static std::atomic<int> failures{0};
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      if (failures.fetch_add(1) < 20) {                           \
-        std::fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);      \
-        std::fprintf(stderr, __VA_ARGS__);                        \
-        std::fprintf(stderr, "\n");                               \
-      }                                                           \
-    }                                                             \
-  } while (0)
 
 // The engine under test and where its memory lives. The gpu engine reads every queue and buffer
 // from the GPU: pinned host memory, so the host producers and checks use them as they are; only the
@@ -490,7 +480,7 @@ static void run_multi_wqebb_frontier(bool gpu) {
   const m::Cqe64* cqe = nic.cq(qp).buf;
   unsigned long long frontier = 0;
   uint32_t multi = 0, multi_last = 0, slot = 0;
-  for (int round = 0; round < 400 && failures.load() == 0; ++round) {
+  for (int round = 0; round < 400 && gicomm::test::failures().load() == 0; ++round) {
     const uint32_t batch = 1 + rng() % 6;  // at most 24 WQEBBs in flight: the ring (64) never wraps onto them
     uint32_t last_slot = 0, last_len = 0, last_off = 0, last_wqebbs = 1;
     for (uint32_t k = 0; k < batch; ++k) {
@@ -612,8 +602,8 @@ int main(int argc, char** argv) {
   if (!errors_only) run_multi_wqebb_frontier(gpu);
   run_empty_writes(gpu);
   run_errors(gpu);
-  if (failures.load()) {
-    std::fprintf(stderr, "FAILED (%d checks)\n", failures.load());
+  if (gicomm::test::failures().load()) {
+    std::fprintf(stderr, "FAILED (%d checks)\n", gicomm::test::failures().load());
     return 1;
   }
   return 0;

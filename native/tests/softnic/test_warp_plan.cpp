@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "check.h"
 #include "gicomm/mlx5/host_post.h"
 #include "gicomm/softnic/core.h"
 #include "gicomm/softnic/softnic.h"
@@ -21,17 +22,6 @@ namespace m = gicomm::mlx5;
 namespace sn = gicomm::softnic;
 using sn::kWarpLanes;
 
-static int failures = 0;
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      if (++failures <= 20) {                                \
-        std::fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-        std::fprintf(stderr, __VA_ARGS__);                   \
-        std::fprintf(stderr, "\n");                          \
-      }                                                      \
-    }                                                        \
-  } while (0)
 
 // ---- the pieces --------------------------------------------------------------------------------------
 
@@ -524,7 +514,7 @@ static void check_passes_match_serial(std::mt19937& rng) {
                 std::memcmp(fetched, fetched_serial, sizeof fetched) == 0,
             "%s: atomics or fetched values differ (order)", where.c_str());
       CHECK(std::memcmp(nic.cq(qp).buf, cq_serial.data(), cq_bytes) == 0, "%s: CQ contents differ", where.c_str());
-      if (failures > 20) return;
+      if (gicomm::test::failures().load() > 20) return;
     }
   }
   CHECK(st.shared_copies > 100 && st.own_copies > 100 && st.multi_wqebb > 100 && st.atomic_epochs > 100 &&
@@ -548,8 +538,8 @@ int main() {
   check_prefix_epochs_slots(rng);
   check_copy_blocks(rng);
   check_passes_match_serial(rng);
-  if (failures) {
-    std::fprintf(stderr, "test_warp_plan: %d failures\n", failures);
+  if (gicomm::test::failures().load()) {
+    std::fprintf(stderr, "test_warp_plan: %d failures\n", gicomm::test::failures().load());
     return 1;
   }
   std::printf("test_warp_plan: ok\n");
