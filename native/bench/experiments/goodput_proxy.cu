@@ -69,13 +69,7 @@ Measured measure_proxy(const Run& run, const Shape& s) {
   MappedBuffer<uint8_t> src(bytes), dst(bytes);
   MappedBuffer<ProxyFail> fail(1);
   DeviceBuffer<proxy::TunedProducer> tuned(n);
-  ProxyRigSpec spec;
-  spec.rings = n;  // ring c = CTA c
-  spec.workers = s.workers;
-  spec.batch = s.batch;
-  spec.unpinned_fallback = true;
-  spec.engine_threads = s.workers;
-  spec.timeout_ns = run.timeout_ns();
+  const ProxyRigSpec spec = ProxyRigSpec::on_node0(n, s.workers, s.batch, run.timeout_ns());  // ring c = CTA c
   ProxyRig rig(spec);
   rig.start(NicBackend::softnic_cpu, {dst.p, bytes}, {src.p, bytes}, false);
   GICOMM_CUDA(cudaSetDevice(0));

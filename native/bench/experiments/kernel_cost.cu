@@ -209,14 +209,7 @@ class ProxySite : public Site {
 
  private:
   static ProxyRigSpec spec(const Config& c, const Run& run) {
-    ProxyRigSpec s;
-    s.rings = c.rings;
-    s.workers = c.workers;
-    s.batch = 16;  // chain what is there
-    s.unpinned_fallback = true;
-    s.engine_threads = c.workers;
-    s.timeout_ns = run.timeout_ns();
-    return s;
+    return ProxyRigSpec::on_node0(c.rings, c.workers, 16, run.timeout_ns());  // chaining 16: what is there
   }
   MappedBuffer<uint64_t> remote_;
   MappedBuffer<ProxyError> perr_;

@@ -206,13 +206,7 @@ RttRun run_proxy(const RttConfig& c, Run& run) {
   MappedBuffer<uint64_t> remote(kProxyBulkBase + 32 * kProxyBulkSlots);
   MappedBuffer<ProxyFail> fail(1);
   DeviceBuffer<proxy::TunedProducer> tuned(nrings);
-  ProxyRigSpec spec;
-  spec.rings = nrings;
-  spec.workers = c.workers;
-  spec.batch = c.batch;
-  spec.unpinned_fallback = true;
-  spec.engine_threads = c.workers;
-  spec.timeout_ns = run.timeout_ns();
+  const ProxyRigSpec spec = ProxyRigSpec::on_node0(nrings, c.workers, c.batch, run.timeout_ns());
   ProxyRig rig(spec);
   rig.start(NicBackend::softnic_cpu, {remote.p, remote.n * 8}, {remote.p, remote.n * 8}, false);
   GICOMM_CUDA(cudaSetDevice(0));

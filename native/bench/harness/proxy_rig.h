@@ -28,6 +28,19 @@ struct ProxyRigSpec {
   uint32_t engine_threads = 1;     // softnic cpu engine threads
   proxy::CompletionPublisher* publisher = nullptr;  // nullptr: the host-resident counters
   uint64_t timeout_ns = 2000000000ull;
+
+  // Workers on node 0's cores where the node exists (else unpinned), the softnic engine with as
+  // many threads as workers.
+  static ProxyRigSpec on_node0(uint32_t rings, uint32_t workers, uint32_t batch, uint64_t timeout_ns) {
+    ProxyRigSpec s;
+    s.rings = rings;
+    s.workers = workers;
+    s.batch = batch;
+    s.unpinned_fallback = true;
+    s.engine_threads = workers;
+    s.timeout_ns = timeout_ns;
+    return s;
+  }
 };
 
 // A region the workers' requests touch: `remote` is where RDMA writes land, `local` the source of
