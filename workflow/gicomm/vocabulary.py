@@ -1,5 +1,5 @@
 """The transports and NIC backends gicomm names: read from the one list the native code compiles
-(native/include/gicomm/common/vocabulary.def, X-macro lines), so Python and C++ never disagree."""
+too (config/vocabulary.def, X-macro lines), so Python and C++ never disagree."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gicomm import REPO_ROOT
+from gicomm import CONFIG_DIR
 from gicomm.errors import ConfigError
 
-VOCABULARY_FILE = REPO_ROOT / "native" / "include" / "gicomm" / "common" / "vocabulary.def"
+VOCABULARY_FILE = CONFIG_DIR / "vocabulary.def"
 
 _BACKEND = re.compile(r'^GICOMM_NIC_BACKEND\((\w+),\s*"([^"]+)",\s*"([^"]*)"\)\s*$')
 _TRANSPORT = re.compile(r'^GICOMM_TRANSPORT\((\w+),\s*"([^"]+)",\s*(\w+),\s*"([^"]*)"\)\s*$')

@@ -98,6 +98,8 @@ int parse_options(int argc, char** argv, Options* o, std::string* error) {
         return 2;
       }
       o->nic_backend = v;
+    } else if (a == "--rank" || a == "--world-size" || a == "--rendezvous" || a == "--rendezvous-port") {
+      o->launch_flags[a.substr(2)] = v;
     } else if (a == "--param") {
       const size_t eq = v.find('=');
       if (eq == std::string::npos || eq == 0) {

@@ -1,6 +1,7 @@
 // The drivers' command line (native/bench/README.md).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "harness/params.h"
@@ -18,6 +19,9 @@ struct Options {
   // its own; --nic-backend is then only checked against them (bench.py passes it).
   std::string transport, nic_backend;
   Params cli_params;  // --param key=value (a single point for hand use)
+  // Two ranks: --rank, --world-size, --rendezvous, --rendezvous-port (name without dashes ->
+  // value), for the launcher library (harness/topology.h).
+  std::map<std::string, std::string> launch_flags;
   bool list = false;  // --list: print the experiments this driver serves
 };
 

@@ -114,6 +114,19 @@ int run_driver(int argc, char** argv) {
                  program.c_str(), o.experiment.c_str(), o.experiment.c_str());
     return 2;
   }
+  if (LauncherFactory make = launcher_factory()) {
+    std::string why;
+    std::unique_ptr<Launcher> l = make(o.launch_flags, &why);
+    if (!why.empty()) {
+      std::fprintf(stderr, "%s: %s\n", program.c_str(), why.c_str());
+      return 2;
+    }
+    install_launcher(std::move(l));
+  } else if (!o.launch_flags.empty()) {
+    std::fprintf(stderr, "%s: --%s: this driver runs in one process (no two-rank launcher is linked in)\n",
+                 program.c_str(), o.launch_flags.begin()->first.c_str());
+    return 2;
+  }
   std::vector<Point> points;
   std::set<std::string> done;
   try {

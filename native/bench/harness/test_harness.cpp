@@ -16,15 +16,18 @@
 
 #include "check.h"
 #include "harness/harness.h"
+#include "harness/topology.h"
 
 using namespace gicomm::bench;
 
 namespace {
 
 int calls = 0;
+int seen_rank = -1;  // the launcher's rank as the experiment saw it
 
 std::vector<Record> fake_timer(Run& r) {
   ++calls;
+  seen_rank = launcher() ? launcher()->rank() : -1;
   const long long ns = r.param<long long>("injected_ns");
   if (ns == 200) throw PointFailure("QP 3: expected counter 7, last seen 5");
   if (ns == 300) throw HardwareMissing("no GPU visible");
@@ -281,6 +284,38 @@ void unicode() {
         err.c_str());
 }
 
+// The seam of a two-rank launcher: without one linked in, launch flags are refused; with one, it
+// is made once from the flags and the experiment sees it.
+struct FakeLauncher : Launcher {
+  int r;
+  explicit FakeLauncher(int rank) : r(rank) {}
+  int rank() const override { return r; }
+  int world() const override { return 2; }
+  int peer() const override { return 1 - r; }
+  std::string exchange(const std::string&, const std::string& mine, int) override { return mine; }
+};
+
+void launcher_seam() {
+  const std::string out = dir + "/ranks.jsonl";
+  auto args = common("timer_selfcheck", out);
+  args.insert(args.end(), {"--param", "injected_ns=100", "--rank", "1", "--world-size", "2"});
+  std::string err;
+  CHECK(run(args, &err) == 2 && err.find("--rank: this driver runs in one process") != std::string::npos, "%s",
+        err.c_str());
+  register_launcher_factory([](const std::map<std::string, std::string>& flags, std::string* error) {
+    if (!flags.count("rank")) {
+      *error = "no --rank";
+      return std::unique_ptr<Launcher>();
+    }
+    return std::unique_ptr<Launcher>(new FakeLauncher(std::stoi(flags.at("rank"))));
+  });
+  CHECK(run(args, &err) == 0 && seen_rank == 1, "rank %d: %s", seen_rank, err.c_str());
+  args.resize(args.size() - 4);
+  CHECK(run(args, &err) == 2 && err.find("no --rank") != std::string::npos, "%s", err.c_str());
+  register_launcher_factory(nullptr);
+  install_launcher(nullptr);
+}
+
 }  // namespace
 
 int main() {
@@ -291,6 +326,7 @@ int main() {
   shapes();
   declarations();
   unicode();
+  launcher_seam();
   std::string cmd = "rm -rf " + dir;
   if (std::system(cmd.c_str()) != 0) return 1;
   return check_result("harness");

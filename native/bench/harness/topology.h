@@ -11,6 +11,7 @@
 // the transport factory adds where the doorbell goes (doorbell_target).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,17 @@ class Launcher {
 // The launcher of this process (nullptr: one process).
 void install_launcher(std::unique_ptr<Launcher> launcher);
 Launcher* launcher();
+
+// How the launcher library makes one: from the launch flags of the command line (--rank,
+// --world-size, --rendezvous, --rendezvous-port: `flags` maps each given name, without dashes, to
+// its value) and the environment (Slurm, Open MPI); nullptr when they describe a single process,
+// or with `error` set when they are inconsistent. The library registers it (a static object in
+// its file, linked into the drivers that run on two ranks); the runner calls it once, before the
+// first point, and installs what it returns.
+using LauncherFactory = std::unique_ptr<Launcher> (*)(const std::map<std::string, std::string>& flags,
+                                                      std::string* error);
+void register_launcher_factory(LauncherFactory factory);
+LauncherFactory launcher_factory();
 
 // What answers the rdma-core API in this process: set by an emulation library when it is linked
 // in ("emulated"); empty: the system's rdma-core (records say "system rdma-core").

@@ -1,5 +1,6 @@
-// The transports and NIC backends gicomm names, as enums (the list is vocabulary.def, which Python
-// reads too). Names are parsed once, where they enter a program; inside it only the enums travel.
+// The transports and NIC backends gicomm names, as enums. The list is config/vocabulary.def, which
+// Python reads too; the build copies it beside this header (native/CMakeLists.txt). Names are
+// parsed once, where they enter a program; inside it only the enums travel.
 #pragma once
 
 #include <optional>
