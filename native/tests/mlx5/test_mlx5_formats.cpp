@@ -91,13 +91,13 @@ static void check_zero_length_and_inline_limits() {
   {
     Guarded g = fresh();
     const uint32_t ds = m::build_rdma_write(g.img, h, raddr, rkey, laddr, lkey, 0);
-    EXPECT(ds == 2 && same(ref, &g.img, 32) && untouched_after(g, 32),
+    CHECK(ds == 2 && same(ref, &g.img, 32) && untouched_after(g, 32),
            "empty RDMA write: ds %u (rdma-core: 2, ctrl + raddr, no data segment)", ds);
   }
   {
     Guarded g = fresh();
     const uint32_t ds = m::build_rdma_write_inline(g.img, h, raddr, rkey, &laddr, 0);
-    EXPECT(ds == 2 && same(ref, &g.img, 32) && untouched_after(g, 32),
+    CHECK(ds == 2 && same(ref, &g.img, 32) && untouched_after(g, 32),
            "empty inline write: ds %u (rdma-core: 2, no inline segment)", ds);
     alignas(64) uint8_t ring[4 * 64];
     std::memset(ring, 0x5a, sizeof ring);
@@ -107,7 +107,7 @@ static void check_zero_length_and_inline_limits() {
     bool rest_untouched = true;
     for (size_t i = 0; i < sizeof ring; ++i)
       if ((ring + i < at || ring + i >= at + 32) && ring[i] != 0x5a) rest_untouched = false;
-    EXPECT(sds == 2 && same(at, ref, 32) && same(&ctrl, ref, 16) && rest_untouched,
+    CHECK(sds == 2 && same(at, ref, 32) && same(&ctrl, ref, 16) && rest_untouched,
            "empty streamed inline write: ds %u or ring bytes differ from rdma-core's", sds);
   }
   {
@@ -118,7 +118,7 @@ static void check_zero_length_and_inline_limits() {
     reinterpret_cast<mlx5_wqe_ctrl_seg*>(imm_ref)->dci_stream_channel_id = 0;
     Guarded g = fresh();
     const uint32_t ds = m::build_rdma_write_imm(g.img, h, raddr, rkey, laddr, lkey, 0, 0xfeed);
-    EXPECT(ds == 2 && same(imm_ref, &g.img, 32) && untouched_after(g, 32),
+    CHECK(ds == 2 && same(imm_ref, &g.img, 32) && untouched_after(g, 32),
            "empty RDMA write with immediate: ds %u (rdma-core: 2)", ds);
   }
   {
@@ -129,7 +129,7 @@ static void check_zero_length_and_inline_limits() {
     Guarded g = fresh();
     const uint32_t ds = m::build_rdma_write(g.img, h, raddr, rkey, laddr, lkey, 0, &av);
     const auto* segs = reinterpret_cast<const uint8_t*>(&g.img);
-    EXPECT(ds == 3 && same(segs + 32, ref + 16, 16) && untouched_after(g, 48), "empty DC write: ds %u (expected 3)",
+    CHECK(ds == 3 && same(segs + 32, ref + 16, 16) && untouched_after(g, 48), "empty DC write: ds %u (expected 3)",
            ds);
   }
   // Inline limits: 220 B fits an RC WQE (ds 16), 221 B does not; a compact DC AV leaves 204 B, an
@@ -149,14 +149,14 @@ static void check_zero_length_and_inline_limits() {
     av.dct_number = 0x800002;
     av.extended = l.extended;
     const m::AddressVector* avp = l.dc ? &av : nullptr;
-    EXPECT(m::max_inline_rdma_write(avp) == l.max, "%s: max inline %u, expected %u", l.name,
+    CHECK(m::max_inline_rdma_write(avp) == l.max, "%s: max inline %u, expected %u", l.name,
            m::max_inline_rdma_write(avp), l.max);
     Guarded ok = fresh();
     const uint32_t ds = m::build_rdma_write_inline(ok.img, h, raddr, rkey, payload, l.max, avp);
-    EXPECT(ds == m::kMaxDs && guard_intact(ok), "%s: %u B inline: ds %u, expected %u", l.name, l.max, ds, m::kMaxDs);
+    CHECK(ds == m::kMaxDs && guard_intact(ok), "%s: %u B inline: ds %u, expected %u", l.name, l.max, ds, m::kMaxDs);
     Guarded over = fresh();
     const uint32_t ds_over = m::build_rdma_write_inline(over.img, h, raddr, rkey, payload, l.max + 1, avp);
-    EXPECT(ds_over == 0 && guard_intact(over) && untouched_after(over, 0),
+    CHECK(ds_over == 0 && guard_intact(over) && untouched_after(over, 0),
            "%s: %u B inline must be refused without writing (ds %u, guard %s)", l.name, l.max + 1, ds_over,
            guard_intact(over) ? "intact" : "overwritten");
   }
@@ -167,7 +167,7 @@ static void check_zero_length_and_inline_limits() {
     const uint32_t ds = m::store_rdma_write_inline(ring, 8, 3, h, raddr, rkey, payload, m::kMaxInlineRc + 1, &ctrl);
     bool untouched = true;
     for (uint8_t b : ring) untouched = untouched && b == 0x5a;
-    EXPECT(ds == 0 && untouched, "streamed inline write of %u B must be refused without writing (ds %u)",
+    CHECK(ds == 0 && untouched, "streamed inline write of %u B must be refused without writing (ds %u)",
            m::kMaxInlineRc + 1, ds);
   }
 }
