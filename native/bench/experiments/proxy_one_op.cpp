@@ -83,7 +83,7 @@ std::string describe_wait_error(const pb::DeviceError& e) {
 std::vector<Record> measure(Run& run) {
   const Config c = parse(run);
   const NicBackend nic = run.nic();
-  require_proxy_backend(nic);
+  run.rdma_provider = require_proxy_backend(nic);
   if (nic == NicBackend::verbs) run.topology = "loopback";  // each worker's QP is connected to a second one
   if (gpu_count() == 0) throw HardwareMissing("no CUDA device: gicomm-bench-proxy needs a GPU producer");
   if (cudaSetDevice(0) != cudaSuccess) throw HardwareMissing("cannot use CUDA device 0");

@@ -65,6 +65,7 @@ gda::SessionConfig gda_config(Run& run, uint32_t qps) {
     if (!gicomm::mlx5dev::DevxDevice::open("", &reason)) throw HardwareMissing("nic backend mlx5: " + reason);
     if (gpu_count() == 0) throw HardwareMissing("no CUDA GPU visible");
     run.doorbell_target = "uar-iomem";
+    run.rdma_provider = gicomm::mlx5dev::rdma_provider();  // "emulated" under native/emu
     run.topology = "loopback";  // every RC QP is connected to itself
     return c;
 #else

@@ -4,6 +4,9 @@
 #if defined(GICOMM_BENCH_WITH_VERBS)
 #include "gicomm/verbs/verbs_backend.h"
 #endif
+#if defined(GICOMM_BENCH_WITH_MLX5)
+#include "gicomm/mlx5dev/devx.h"
+#endif
 
 namespace gicomm::bench {
 
@@ -31,7 +34,7 @@ ProxyRig::~ProxyRig() {
   if (engine) engine->stop();
 }
 
-void require_proxy_backend(NicBackend backend) {
+std::string require_proxy_backend(NicBackend backend) {
   if (backend == NicBackend::verbs) {
 #if defined(GICOMM_BENCH_WITH_VERBS)
     int ndev = 0;
@@ -39,12 +42,18 @@ void require_proxy_backend(NicBackend backend) {
     if (ndev == 0)
       throw HardwareMissing(
           "verbs: no RDMA device found (ibv_get_device_list returned none); nic_backend verbs needs an RDMA NIC");
+#if defined(GICOMM_BENCH_WITH_MLX5)
+    return gicomm::mlx5dev::rdma_provider();
+#else
+    return "system rdma-core";
+#endif
 #else
     throw HardwareMissing("verbs: this build has no rdma-core (libibverbs headers were not found at configure time)");
 #endif
   } else if (backend != NicBackend::softnic_cpu && backend != NicBackend::none) {
     throw PointFailure(std::string("mini-proxy workers post to softnic-cpu, none or verbs, not ") + name_of(backend));
   }
+  return "";
 }
 
 void ProxyRig::start(NicBackend b, HostRegion remote, HostRegion local, bool parked) {

@@ -86,7 +86,8 @@ class ProxyRig {
 };
 
 // Refuses a NIC backend the mini-proxy workers cannot post to on this host, before any GPU work:
-// verbs without an RDMA device (or a build without rdma-core) is HardwareMissing.
-void require_proxy_backend(NicBackend backend);
+// verbs without an RDMA device (or a build without rdma-core) is HardwareMissing. Returns which
+// rdma-core answers for verbs ("emulated" or "system rdma-core <version>"), else "".
+std::string require_proxy_backend(NicBackend backend);
 
 }  // namespace gicomm::bench

@@ -163,10 +163,8 @@ int run_driver(int argc, char** argv) {
     if (transport) p.transport = name_of(*transport);
     if (backend) p.nic_backend = name_of(*backend);
     Run run(p, o, *spec, transport, backend);
-    // Provenance every record of the point carries (schema version 2).
+    // Provenance every record of the point carries (schema version 2); the factory adds more.
     if (launcher()) run.topology = "two-rank";
-    if (backend == NicBackend::mlx5 || backend == NicBackend::verbs)
-      run.rdma_provider = rdma_provider().empty() ? "system rdma-core" : rdma_provider();
     std::vector<Record> records;
     std::string summary;
     try {

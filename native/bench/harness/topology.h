@@ -4,11 +4,13 @@
 //    must tell each other (QP numbers, addresses, keys). It installs itself before the point loop;
 //    without one the process is the whole run (topology single-process, or loopback when the NIC
 //    connects QPs to themselves).
-//  - an emulated rdma-core (a library under native/emu/) that answers the rdma-core API for the
-//    mlx5 and verbs backends: it names itself, and every record of those backends carries the
-//    name as rdma_provider ("emulated"), so its numbers never pass for a real NIC's.
-// The runner stamps each point's records with both (record fields topology and rdma_provider);
-// the transport factory adds where the doorbell goes (doorbell_target).
+//  - an emulated rdma-core (native/emu/) that answers the rdma-core API for the mlx5 and verbs
+//    backends: nothing to plug here; the transport factory asks which rdma-core answers
+//    (gicomm::mlx5dev::rdma_provider(): "emulated" or "system rdma-core <version>") and every
+//    record of those backends carries it as rdma_provider, so emulated numbers never pass for a
+//    real NIC's.
+// The runner stamps each point's records with the topology; the factory adds rdma_provider and
+// where the doorbell goes (doorbell_target).
 #pragma once
 
 #include <map>
@@ -42,10 +44,5 @@ using LauncherFactory = std::unique_ptr<Launcher> (*)(const std::map<std::string
                                                       std::string* error);
 void register_launcher_factory(LauncherFactory factory);
 LauncherFactory launcher_factory();
-
-// What answers the rdma-core API in this process: set by an emulation library when it is linked
-// in ("emulated"); empty: the system's rdma-core (records say "system rdma-core").
-void set_rdma_provider(const std::string& name);
-std::string rdma_provider();
 
 }  // namespace gicomm::bench
