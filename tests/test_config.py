@@ -40,7 +40,7 @@ def test_default_config_loads_with_every_experiment():
         ({"native": {"bogus": 1}}, ["unknown key(s) 'bogus' under 'native'", "cuda_archs"]),
         ({"timeouts": {"wait_ms": -5}}, ["'timeouts.wait_ms'", "-5", "out of range"]),
         ({"experiments": ["one_op", "nope"]}, ["'experiments'", "'nope'", "allowed: all"]),
-        ({"experiments": "some"}, ["'experiments'", "'some'", "'all' or a array"]),
+        ({"experiments": "some"}, ["'experiments'", "'some'", "'all' or a list"]),
         ({"platform": "h900"}, ["'platform'", "'h900'", "allowed:", "local"]),
         ({"campaign": "archive"}, ["'campaign'", "'archive'", "reserved"]),
         ({"campaign": "a b"}, ["'campaign'", "'a b'", "pattern"]),
