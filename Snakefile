@@ -8,11 +8,15 @@ min_version("9.27")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/probe.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
