@@ -6,19 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+# Who measured what: a campaign's host and platform, the experiment, the point's transport and NIC
+# backend (its other parameters are the param_ columns).
+WHERE_COLUMNS = ["campaign", "host", "platform", "experiment", "transport", "nic_backend"]
 # What names a point and a measured value (the record's identity fields, in table order).
-IDENTITY_COLUMNS = [
-    "campaign",
-    "host",
-    "platform",
-    "experiment",
-    "transport",
-    "nic_backend",
-    "point_id",
-    "metric",
-    "unit",
-    "run_index",
-]
+IDENTITY_COLUMNS = [*WHERE_COLUMNS, "point_id", "metric", "unit", "run_index"]
 # What the record says about how it was measured.
 CONTEXT_COLUMNS = [
     "status",
@@ -37,17 +29,7 @@ SAMPLES_COLUMN = "n_samples"
 PARAM_PREFIX = "param_"
 
 # A series of the summary: one value per sweep point (plus the param_ columns) and metric.
-SERIES_KEYS = [
-    "campaign",
-    "host",
-    "platform",
-    "experiment",
-    "transport",
-    "nic_backend",
-    "cpu_clock_state",
-    "metric",
-    "unit",
-]
+SERIES_KEYS = [*WHERE_COLUMNS, "cpu_clock_state", "metric", "unit"]
 SUMMARY_STATS = [
     "runs",
     "p50",

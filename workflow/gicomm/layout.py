@@ -17,6 +17,7 @@ build/<host>/                                     native build per host type
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 from gicomm import REPO_ROOT
 from gicomm.config import Campaign
 from gicomm.errors import ConfigError
+from gicomm.needs import unmet_needs
 
 RESULTS = Path("results")
 # ---- path patterns ({campaign}, {host}, {experiment}, {run}, {batch} are Snakemake wildcards) ----
@@ -45,7 +47,7 @@ EXPORT_ZIP = "results/{campaign}/export/{campaign}-report.zip"
 COMBINED_RECORDS = "results/combined/records.csv"
 COMBINED_REPORT = "results/{campaign}/report/combined/index.html"  # beside the configured campaign
 # Every job of the local profile takes one share of the host (profiles/local/profile.yaml declares
-# this many); a timing job takes them all, so it never runs beside another job.
+# this many); a timing job that measures here takes them all, so it never runs beside another job.
 HOST_SHARES = 100
 # A raw file of a campaign (current or archived): what its path says its records are.
 _RAW_PATH = re.compile(
@@ -93,9 +95,10 @@ class Layout:
         self.c = campaign
         self.root = root
 
-    def check_folders(self) -> None:
-        """Every folder a campaign writes must be a folder (or not exist yet): a file in the way
-        is refused here, with one line, instead of failing deep in Snakemake."""
+    def check_folders(self, workdir: Path) -> None:
+        """Every folder a campaign writes (under Snakemake's working directory) must be a folder
+        or not exist yet: a file in the way is refused here, with one line, instead of failing
+        deep in Snakemake."""
         folders = [
             RESULTS,
             RESULTS / self.c.name,
@@ -104,7 +107,7 @@ class Layout:
             Path("build") / self.c.host,
         ]
         for f in folders:
-            path = self.root / f
+            path = workdir / f
             if path.exists() and not path.is_dir():
                 raise ConfigError(
                     f"{f} is a file, but campaign {self.c.name} writes its results into a folder "
@@ -117,6 +120,19 @@ class Layout:
         w = {"campaign": self.c.name, "experiment": experiment, "host": host}
         w |= {"run": run, "batch": batch}
         return {"partial": PARTIAL_BATCH.format(**w), "history": HISTORY_BATCH.format(**w)}
+
+    def host_share(self, experiment: str, batch: int, hardware: str, build: str) -> int:
+        """The host shares a bench job takes: all of them when it will measure on this host (a
+        point of its batch has what it needs here, by the probe and the build), so it runs alone;
+        one when it only records skipped points, so it runs beside other jobs."""
+        e = self.c.experiments[experiment]
+        node = json.loads(Path(hardware).read_text())
+        built = json.loads(Path(build).read_text())
+        for p in e.batches(self.c.sweep)[batch]:
+            needs = e.needs_of(p)
+            if not unmet_needs(needs, node, built, self.c.max_nodes, self.c.may_lock_clocks):
+                return HOST_SHARES
+        return 1
 
     def bench_params(self, experiment: str, batch: int) -> dict[str, Any]:
         """What a bench job measures under, besides the native build: the batch's points, warm-up
@@ -213,7 +229,10 @@ class Layout:
         )
 
     def all_targets(self) -> list[str]:
-        targets = []
+        # The campaign's raw batch files are targets themselves: one that is missing (deleted, or
+        # its job killed while a forced rerun measured it again) is measured even where the
+        # tables made from it are still there.
+        targets = self.raw_files(self.c.name)
         for c in self.reported_campaigns():
             targets.append(EXPORT_ZIP.format(campaign=c))
             targets += [f"results/{c}/model/{f}" for f in MODEL_OUTPUTS]

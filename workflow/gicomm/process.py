@@ -39,10 +39,19 @@ def exit_meaning(code: int) -> str:
     return "an exit code the driver contract does not define"
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    # Not Linux: no prctl; the runner's own cleanup still kills it.
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """Have the kernel send `signum` to this process when its parent dies (Linux; elsewhere a
+    no-op). A bench job calls it so that a killed Snakemake leaves no job measuring on behind it
+    (the rerun resumes instead); a driver gets it between fork and exec."""
+    parent = os.getppid()
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
+    if os.getppid() != parent:  # the parent died before the request was in place
+        os.kill(os.getpid(), signum)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    die_with_parent(signal.SIGKILL)
 
 
 @dataclass

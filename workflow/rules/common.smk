@@ -21,7 +21,7 @@ try:
         command_line=workflow.config_settings.config,
     )
     LAYOUT = Layout(CAMPAIGN)
-    LAYOUT.check_folders()
+    LAYOUT.check_folders(Path.cwd())
 except GicommError as exc:
     raise WorkflowError(str(exc)) from None
 

@@ -1,4 +1,5 @@
 import json
+import signal
 from pathlib import Path
 
 import gicomm_path  # noqa: F401
@@ -7,8 +8,10 @@ from gicomm import CONFIG_DIR
 from gicomm.bench import BatchJob, run_batch
 from gicomm.errors import ConfigError
 from gicomm.experiments import load_experiment
+from gicomm.process import die_with_parent
 from gicomm.smk import logged
 
+die_with_parent(signal.SIGTERM)  # a killed Snakemake ends this job too: the rerun resumes it
 with logged(snakemake):
     w, m = snakemake.wildcards, snakemake.params.measure
     experiment = load_experiment(CONFIG_DIR / "experiments" / f"{w.experiment}.yaml")
