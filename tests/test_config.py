@@ -307,3 +307,12 @@ def test_a_results_folder_that_is_a_file_is_refused_in_one_line(tmp_path: Path):
     said = out.stdout + out.stderr
     assert "results is a file, but campaign local writes its results into a folder" in said
     assert "Traceback" not in said
+
+
+def test_a_malformed_default_config_is_named_with_file_and_line(tmp_path: Path):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text("campaign: x\nplatform: local\nnative: {cuda: [\n")
+    out = snakemake_dry("-s", str(REPO / "Snakefile"), cwd=tmp_path)
+    said = out.stdout + out.stderr
+    assert out.returncode != 0
+    assert "config/config.yaml:4:1: malformed YAML" in said, said[-2000:]

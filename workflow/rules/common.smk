@@ -13,6 +13,16 @@ from gicomm.layout import Layout  # noqa: E402
 from gicomm.slurm import slurm_resources  # noqa: E402
 from gicomm.smk import claim_run_lock, refuse_second_run  # noqa: E402
 
+DEFAULT_CONFIG = "config/config.yaml"
+try:  # gicomm's reading first: a malformed file is named with its line, not "not valid YAML"
+    check_config_files([DEFAULT_CONFIG] if Path(DEFAULT_CONFIG).exists() else [])
+except GicommError as exc:
+    raise WorkflowError(str(exc)) from None
+
+
+configfile: DEFAULT_CONFIG
+
+
 try:
     check_config_files(workflow.configfiles)
     CAMPAIGN = load_campaign(
