@@ -38,6 +38,12 @@ class FileLock:
         except BlockingIOError:
             os.close(fd)
             return False
+        except OSError as exc:  # a file system without locks (some NFS setups): say so, go on
+            print(
+                f"gicomm: warning: cannot lock {self.path} ({exc.strerror}); {what} runs "
+                "without the lock that refuses a second writer",
+                file=sys.stderr,
+            )
         holder = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
