@@ -220,6 +220,7 @@ def test_bad_partial_lines_are_reported_and_their_points_measured_again(
         ("nan", "NaN is not a number JSON allows"),
         ("foreign", "a record of campaign 'other', not 'c'"),
         ("garbage", "malformed JSON"),
+        ("badutf8", "not UTF-8 text"),
     ],
 )
 def test_an_invalid_record_from_the_driver_fails_its_point(tmp_path: Path, behave, why):
