@@ -122,12 +122,16 @@ def slow_campaign(tree: Path, name: str) -> tuple[Path, dict[str, Path]]:
     return config(tree, name, experiments=["fake_slow"]), batch(tree, name, "fake_slow")
 
 
-def start(tree: Path, cfg: Path, files: dict[str, Path], slow_s: float) -> subprocess.Popen:
-    """Start a run and return once its bench job has finished two of the four slow points."""
+def start(
+    tree: Path, cfg: Path, files: dict[str, Path], slow_s: float, gate: Path | None = None
+) -> subprocess.Popen:
+    """Start a run and return once its bench job has finished two of the four slow points (with
+    `gate`, the third waits until that file exists)."""
     target = str(files["raw"].relative_to(tree)).split("/raw/")[0] + "/tidy/records.csv"
     proc = subprocess.Popen(
         command(cfg, target), cwd=tree, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, env={**os.environ, "FAKE_SLOW_S": str(slow_s)},
+        stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "FAKE_SLOW_S": str(slow_s), "FAKE_GATE": str(gate or "")},
     )  # fmt: skip
     scratch = files["partial"].with_suffix(".driver.jsonl")
     deadline = time.monotonic() + 120
@@ -174,10 +178,14 @@ def test_a_second_run_after_unlock_is_refused_by_our_lock(tree: Path):
     """Snakemake's lock message suggests --unlock; doing that during a run and starting the same
     command again must not measure (or publish) anything twice."""
     cfg, files = slow_campaign(tree, "ul")
-    first = start(tree, cfg, files, slow_s=4)
-    unlock = snakemake(tree, cfg, "--unlock")
-    assert unlock.returncode == 0, unlock.stderr[-2000:]
-    second = snakemake(tree, cfg, "results/ul/tidy/records.csv")
+    gate = tree / "ul.gate"  # the first run stays alive (its third point waits) until opened
+    first = start(tree, cfg, files, slow_s=0, gate=gate)
+    try:
+        unlock = snakemake(tree, cfg, "--unlock")
+        assert unlock.returncode == 0, unlock.stderr[-2000:]
+        second = snakemake(tree, cfg, "results/ul/tidy/records.csv")
+    finally:
+        gate.write_text("open\n")
     out, _ = first.communicate(timeout=300)
     assert first.returncode == 0, out[-3000:]
     assert second.returncode != 0

@@ -154,7 +154,7 @@ class Layout:
             "max_nodes": self.c.max_nodes,
             "may_lock_clocks": self.c.may_lock_clocks,
             "declared": {
-                "template": spec.get("template", True),
+                **({"template": spec["template"]} if "template" in spec else {}),
                 "gpu": {"per_node": (spec.get("gpu") or {}).get("per_node") or 0},
                 "nics": [n.get("name") for n in spec.get("nics") or []],
             },
