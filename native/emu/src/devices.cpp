@@ -1,6 +1,7 @@
 // Emulated devices (GICOMM_EMU_DEVICES, GICOMM_EMU_NODE) and error reporting.
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -180,6 +181,34 @@ int fail(int err, const char* call, const std::string& object, const std::string
 
 void note(const std::string& line) {
   if (log_level() >= 2) std::fprintf(stderr, "gicomm-emu: %s\n", line.c_str());
+}
+
+namespace {
+// GICOMM_EMU_TRACE=N: the first N data-path events are printed (0, the default: none).
+long trace_budget() {
+  static const long n = [] {
+    const char* v = std::getenv("GICOMM_EMU_TRACE");
+    if (v == nullptr || *v == '\0') return 0L;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (*end != '\0' || x < 0) {
+      std::fprintf(stderr, "gicomm-emu: GICOMM_EMU_TRACE='%s' is not a count of events; tracing nothing\n", v);
+      return 0L;
+    }
+    return x;
+  }();
+  return n;
+}
+std::atomic<long> g_traced{0};
+}  // namespace
+
+bool tracing() { return g_traced.load(std::memory_order_relaxed) < trace_budget(); }
+
+void trace(const std::string& line) {
+  const long i = g_traced.fetch_add(1, std::memory_order_relaxed);
+  if (i >= trace_budget()) return;
+  std::fprintf(stderr, "gicomm-emu[%u] trace %ld: %s%s\n", this_node(), i + 1, line.c_str(),
+               i + 1 == trace_budget() ? " (trace budget spent: GICOMM_EMU_TRACE)" : "");
 }
 
 std::string hex(uint64_t v) {

@@ -225,6 +225,9 @@ int create_cq(Context* ctx, const Cmd& c, DevxObj** made) {
   registry().cqs.push_back(q);
   ok(c);
   prm::set(c.out, prm::create_cq_out::cqn, q->cqn);
+  note(c.call + std::string(": ") + c.object + ": cqn " + hex(q->cqn) + ", " + std::to_string(q->cqe_cnt) + " CQEs" +
+       (q->collapsed ? ", collapsed" : "") + (q->overrun_ignore ? ", overrun ignore" : "") + ", in " +
+       (q->loc.is_device() ? "GPU" : "host") + " memory");
   *made = new DevxObj{DevxType::cq, ctx, q, nullptr};
   return 0;
 }
@@ -304,6 +307,10 @@ int create_qp(Context* ctx, const Cmd& c, DevxObj** made) {
   registry().qps.push_back(q);
   ok(c);
   prm::set(c.out, prm::create_qp_out::qpn, q->qpn);
+  note(c.call + std::string(": ") + c.object + ": " + (q->dci ? "DCI" : "RC") + " qpn " + hex(q->qpn) + ", pd " + hex(q->pdn) +
+       ", UAR page " + hex(uar->page_id) + ", send CQ " + hex(scq->cqn) + ", recv CQ " + hex(rcq->cqn) +
+       (srq ? ", SRQ " + hex(srq->srqn) : "") + ", " + std::to_string(sq_wqebbs) + " WQEBBs in " +
+       (wq->loc.is_device() ? "GPU" : "host") + " memory, dbrec in " + (dbr_umem->loc.is_device() ? "GPU" : "host") + " memory");
   *made = new DevxObj{DevxType::qp, ctx, nullptr, q};
   return 0;
 }
@@ -347,6 +354,7 @@ int create_dct(Context* ctx, const Cmd& c, DevxObj** made) {
   q->state.store(IBV_QPS_RTR);
   ok(c);
   prm::set(c.out, prm::create_dct_out::dctn, q->qpn);
+  note(c.call + std::string(": ") + c.object + ": dctn " + hex(q->qpn) + ", SRQ " + hex(srq->srqn) + ", CQ " + hex(cq->cqn));
   *made = new DevxObj{DevxType::dct, ctx, nullptr, q};
   return 0;
 }
@@ -552,7 +560,12 @@ int devx_general_cmd(ibv_context* ibctx, const void* in, size_t inlen, void* out
       c.opcode == prm::kOpQueryDct || c.opcode == prm::kOpQueryQp)
     return fail(EINVAL, c.call, c.object, "opcode " + hex(c.opcode) + " manages an object: use mlx5dv_devx_obj_create/modify/destroy");
   std::lock_guard<std::mutex> lock(registry().mu);
-  if (c.opcode == prm::kOpQueryHcaCap) return query_hca_cap(ctx, c);
+  if (c.opcode == prm::kOpQueryHcaCap) {
+    const int rc = query_hca_cap(ctx, c);
+    note(c.call + std::string(": ") + c.object + ": QUERY_HCA_CAP op_mod " + hex(prm::get(in, prm::query_hca_cap_in::op_mod)) +
+         (rc == 0 ? ": ok" : ": refused"));
+    return rc;
+  }
   return device_error(c, prm::kStatusBadOp, kNotImplemented, "command " + hex(c.opcode) + " is not emulated");
 }
 
@@ -595,7 +608,18 @@ int devx_obj_modify(DevxObj* obj, const void* in, size_t inlen, void* out, size_
   c.object += " QP " + hex(obj->qp->qpn);
   if (prm::get(in, prm::rst2init_qp_in::qpn) != obj->qp->qpn)
     return fail(EINVAL, c.call, c.object, "the command names QP " + hex(prm::get(in, prm::rst2init_qp_in::qpn)) + ", not this object");
-  return modify_qp(obj, c);
+  const int rc = modify_qp(obj, c);
+  if (rc == 0) {
+    const Qp& q = *obj->qp;
+    note(c.call + std::string(": ") + c.object + ": opcode " + hex(c.opcode) + " -> state " + std::to_string(q.state.load()) +
+         (c.opcode == prm::kOpInit2RtrQp && q.type == QpType::rc
+              ? ", remote QP " + hex(q.dest_qpn) + (q.ah.is_global ? " by GID" : " at LID " + std::to_string(q.ah.dlid))
+              : "") +
+         (c.opcode == prm::kOpRtr2RtsQp ? ", retry " + std::to_string(q.retry_cnt) + ", rnr retry " + std::to_string(q.rnr_retry) +
+                                              ", ack timeout " + std::to_string(q.timeout)
+                                        : ""));
+  }
+  return rc;
 }
 
 int devx_obj_query(DevxObj* obj, const void* in, size_t inlen, void* out, size_t outlen) {

@@ -46,6 +46,11 @@ using Clock = std::chrono::steady_clock;
 // <reason>", unless GICOMM_EMU_LOG=quiet), sets errno, and returns `err`.
 GICOMM_EMU_API int fail(int err, const char* call, const std::string& object, const std::string& reason);
 GICOMM_EMU_API void note(const std::string& line);  // informational line (GICOMM_EMU_LOG=verbose)
+// Data-path events (doorbells, WQEs issued and completed, wire requests served): the first
+// GICOMM_EMU_TRACE of them are printed. tracing() says whether the next one would be, so callers
+// build the line only then.
+bool tracing();
+void trace(const std::string& line);
 GICOMM_EMU_API std::string hex(uint64_t v);
 
 // ---- devices ------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 //   4. QPs in ERR flush their posted receives.
 // A WQE that cannot proceed (receiver not ready, destination silent) sends its QP back to it after
 // a timer, with the retry counts of the QP, as the RC transport would; the engine never waits.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,6 +41,7 @@ namespace sn = gicomm::softnic;
 std::thread* g_thread = nullptr;
 std::atomic<bool> g_stop{false};
 bool g_running = false;
+volatile sig_atomic_t g_dump = 0;  // SIGUSR1: print the engine's state (dump_state)
 
 constexpr uint32_t kUarRegister[2] = {0x800, 0x900};  // the two BlueFlame doorbell registers
 constexpr uint32_t kInvalidLkey = 0x100;              // MLX5_INVALID_LKEY: end of a receive list
@@ -483,7 +485,12 @@ void answer_request(const wire::Message& m) {
   std::vector<uint8_t> data(reads ? rq.length : 0);
   const std::vector<Span> in{Span{const_cast<uint8_t*>(payload), Loc{}, payload_len}};
   const std::vector<Span> out{Span{data.data(), Loc{}, data.size()}};
-  wire::Reply rep = respond(local_target(rq), rq, in, out);
+  Qp* target = local_target(rq);
+  wire::Reply rep = respond(target, rq, in, out);
+  if (tracing())
+    trace("serves " + op_name(rq.opcode) + " of " + std::to_string(rq.length) + " bytes from QP " + hex(rq.src_qpn) +
+          " for " + (rq.dc ? "DCT " : "QP ") + hex(rq.dest_qpn) + (target ? "" : " (no such target)") + ": reply " +
+          std::to_string(rep.kind) + (rep.syndrome ? ", syndrome " + hex(rep.syndrome) : ""));
   std::vector<Span> back;
   if (rep.kind == wire::kAck && reads) {
     rep.length = data.size();
@@ -612,6 +619,10 @@ uint32_t drain(Qp& q) {
       f.peer += " (no reply in time)";
     }
     ++n;
+    if (tracing())
+      trace(q.nic->spec().name + " QP " + hex(q.qpn) + " WQE " + std::to_string(f.index) + " (" + op_name(f.opcode) +
+            ") answered: " + std::to_string(f.kind) + " (0 ack, 1 nak, 2 rnr, 3 sequence, 4 none)" +
+            (f.syndrome ? ", syndrome " + hex(f.syndrome) : "") + (f.signaled ? ", CQE" : ""));
     if (f.kind == wire::kAck) {
       if (f.opcode == kOpcodeRdmaRead && !f.data_placed)
         copy_spans(f.scatter, {Span{f.data.data(), Loc{}, f.data.size()}});
@@ -752,6 +763,11 @@ Step issue_one(Qp& q) {
   rq.length = wr.length;
   if (atomic) rq.set_atomic(wr.atomic);
   const Route rt = route(rq.is_global != 0, rq.dgid, rq.dlid, rq.dest_qpn, q.dci);
+  if (tracing())
+    trace(q.nic->spec().name + " QP " + hex(q.qpn) + " issues WQE " + std::to_string(index) + ": " + op_name(wr.opcode) +
+          " opmod " + hex(wr.opmod) + ", " + std::to_string(wr.length) + " bytes to " + (q.dci ? "DCT " : "QP ") +
+          hex(rq.dest_qpn) + (rt.remote ? " on host " + std::to_string(rt.node) : rt.local ? " here" : " (nobody: " + rt.why + ")") +
+          ", raddr " + hex(rq.raddr) + " rkey " + hex(rq.rkey) + ", psn " + hex(rq.psn));
   const std::string dest = std::string(q.dci ? "DCT " : "QP ") + hex(rq.dest_qpn);
   const bool carries_payload = !scatter && wr.opcode != kOpcodeRdmaRead;
   if (rt.remote) {
@@ -852,10 +868,41 @@ uint32_t watch_doorbells(Registry& reg) {
     for (Qp* q : u->qps) {
       const int s = q->state.load(std::memory_order_acquire);
       if (s == IBV_QPS_RTS || s == IBV_QPS_ERR) ring_to_dbrec(*q);
+      if (tracing())
+        trace("doorbell on UAR page " + hex(u->page_id) + " (" + hex(u->last[0]) + "): QP " + hex(q->qpn) + " state " +
+              std::to_string(s) + ", runs to WQE " + std::to_string(q->rung_to) + " from " +
+              std::to_string(static_cast<uint16_t>(q->ci)));
     }
   }
   return seen;
 }
+
+// The engine's view of every QP and CQ (SIGUSR1): what a hung run was waiting for.
+void dump_state(Registry& reg) {
+  std::fprintf(stderr, "gicomm-emu[%u]: engine state (SIGUSR1): %zu QPs, %zu CQs, %zu SRQs\n", this_node(), reg.qps.size(),
+               reg.cqs.size(), reg.srqs.size());
+  for (Qp* q : reg.qps) {
+    std::string line = q->nic->spec().name + " QP " + hex(q->qpn) + " " +
+                       (q->type == QpType::dct ? "DCT" : q->type == QpType::dci ? "DCI" : "RC") + " state " +
+                       std::to_string(q->state.load()) + (q->kind == QpKind::devx ? " devx" : " verbs");
+    if (q->type != QpType::dct) {
+      line += ", next WQEBB " + std::to_string(q->ci) + ", rung to " + (q->has_rung ? std::to_string(q->rung_to) : "-");
+      if (q->sq.dbrec != nullptr)
+        line += ", dbrec " + std::to_string(sq_dbrec_pi(mem_load32(&q->sq.dbrec[kSndDbr], q->dbrec_loc)));
+      line += ", in flight " + std::to_string(q->inflight.size());
+      if (!q->inflight.empty())
+        line += " (oldest WQE " + std::to_string(q->inflight.front().index) + (q->inflight.front().done ? " answered" : " waiting") + ")";
+      line += ", sq_psn " + hex(q->sq_psn) + (q->blocked ? ", blocked on a timer" : "");
+      if (q->send_cq) line += ", send CQ " + hex(q->send_cq->cqn) + " pi " + std::to_string(q->send_cq->pi);
+    }
+    line += ", rq_psn " + hex(q->rq_psn);
+    std::fprintf(stderr, "gicomm-emu[%u]:   %s\n", this_node(), line.c_str());
+  }
+  std::fprintf(stderr, "gicomm-emu[%u]:   wire: %zu requests unanswered, output %s\n", this_node(), g_pending.size(),
+               wire::busy() ? "queued" : "empty");
+}
+
+void on_usr1(int) { g_dump = 1; }
 
 uint32_t pass() {
   Registry& reg = registry();
@@ -877,6 +924,10 @@ void run() {
     {
       std::lock_guard<std::mutex> lock(registry().mu);
       work = pass();
+      if (g_dump) {
+        g_dump = 0;
+        dump_state(registry());
+      }
     }
     const auto now = Clock::now();
     if (work != 0) {
@@ -927,7 +978,19 @@ void forget_qp(Qp& q) {
 
 void engine_start() {
   if (g_running) return;
-  static const bool registered = (std::atexit(stop_at_exit), true);
+  static const bool registered = [] {
+    std::atexit(stop_at_exit);
+    // SIGUSR1 dumps the engine's state, unless the program handles the signal itself.
+    struct sigaction old {};
+    if (sigaction(SIGUSR1, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+      struct sigaction sa {};
+      sa.sa_handler = on_usr1;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      sigaction(SIGUSR1, &sa, nullptr);
+    }
+    return true;
+  }();
   (void)registered;
   g_stop.store(false);
   g_thread = new std::thread(run);

@@ -257,6 +257,8 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr, QpType type, uint64_t dc_k
   cap.max_send_sge = q.max_send_sge;
   cap.max_recv_sge = q.max_recv_sge;
   cap.max_inline_data = q.max_inline;
+  note(std::string(call) + ": " + obj + ": qpn " + hex(q.qpn) + ", pd " + hex(q.pdn) + (q.srq ? ", SRQ " + hex(q.srq->srqn) : "") +
+       ", " + std::to_string(q.max_send_wr) + " send WRs, " + std::to_string(q.max_recv_wr) + " receive WRs");
   return &v->qp;
 }
 
@@ -771,6 +773,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     if (next == IBV_QPS_RTS) v->sq_enabled = true;
   }
   qp->state = static_cast<ibv_qp_state>(next);
+  note(std::string(call) + ": " + obj + ": mask " + hex(mask) + " -> state " + std::to_string(next) +
+       ((mask & IBV_QP_DEST_QPN) ? ", remote QP " + hex(q.dest_qpn) : ""));
   return 0;
 }
 
@@ -877,6 +881,7 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
   pthread_cond_init(&v->srq.cond, nullptr);
   init->attr.max_wr = cnt - 1;
   init->attr.max_sge = q.max_sge;
+  note(std::string(call) + ": " + obj + ": srqn " + hex(q.srqn) + ", pd " + hex(q.pdn));
   return &v->srq;
 }
 
