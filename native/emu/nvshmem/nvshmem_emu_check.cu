@@ -6,8 +6,9 @@
 // on the system's rdma-core and the records say that instead.
 //
 //   gicomm-emu-nvshmem --transport ibgda|ibrc [--gpus 1|2] [--out FILE] [--iters N] [--warmup N]
-//                      [--sizes 8,4096,65536] [--timeout-s S] [--skip-metrics]
+//                      [--sizes 8,4096,65536] [--timeout-s S] [--skip-metrics] [--param KEY=VALUE]...
 //                      [--campaign C] [--host H] [--platform P] [--run-index I] [--provenance-id ID]
+// (--param adds a string parameter to every record, e.g. mps=on.)
 //
 // The process forks into the two PEs before CUDA or NVSHMEM start (rank 0 makes NVSHMEM's unique
 // id and hands it to rank 1 through a pipe). With --gpus 1 both PEs share GPU 0 (NVSHMEM's
@@ -276,13 +277,14 @@ struct Options {
   bool metrics = true;
   std::string campaign = "emulated-nic", host, platform = "unknown", provenance_id;
   int run_index = 0;
+  std::vector<std::pair<std::string, std::string>> params;  // --param KEY=VALUE
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "gicomm-emu-nvshmem: %s\nusage: gicomm-emu-nvshmem --transport ibgda|ibrc [--gpus 1|2] [--out FILE] "
-               "[--iters N] [--warmup N] [--sizes 8,4096] [--timeout-s S] [--skip-metrics] [--campaign C] [--host H] "
-               "[--platform P] [--run-index I] [--provenance-id ID]\n",
+               "[--iters N] [--warmup N] [--sizes 8,4096] [--timeout-s S] [--skip-metrics] [--param KEY=VALUE] [--campaign C] "
+               "[--host H] [--platform P] [--run-index I] [--provenance-id ID]\n",
                why.c_str());
   std::exit(2);
 }
@@ -341,6 +343,12 @@ Options parse(int argc, char** argv) {
       o.run_index = static_cast<int>(parse_int(k, v, 0, 1000000));
     } else if (k == "--provenance-id") {
       o.provenance_id = v;
+    } else if (k == "--param") {
+      const size_t eq = v.find('=');
+      bool ok = eq != std::string::npos && eq > 0;
+      for (size_t j = 0; ok && j < eq; ++j) ok = (v[j] >= 'a' && v[j] <= 'z') || (v[j] >= '0' && v[j] <= '9') || v[j] == '_';
+      if (!ok) usage("--param '" + v + "' is not KEY=VALUE with KEY of [a-z0-9_]");
+      o.params.emplace_back(v.substr(0, eq), v.substr(eq + 1));
     } else {
       usage("unknown option " + k);
     }
@@ -398,7 +406,9 @@ struct Writer {
   void record(const std::string& op, size_t size, const std::string& metric, const std::string& unit,
               std::vector<double> v, double mhz, const std::string& error) {
     std::string params = "{\"op\": " + json_str(op) + ", \"size\": " + std::to_string(size) + ", \"pes\": 2, \"gpus\": " +
-                         std::to_string(o.gpus) + (handler.empty() ? "" : ", \"nic_handler\": " + json_str(handler)) + "}";
+                         std::to_string(o.gpus) + (handler.empty() ? "" : ", \"nic_handler\": " + json_str(handler));
+    for (const auto& [k, val] : o.params) params += ", " + json_str(k) + ": " + json_str(val);
+    params += "}";
     char ts[32];
     const std::time_t now = std::time(nullptr);
     std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -701,6 +711,10 @@ int rank_main(int rank, int uid_fd, const Options& o) {
   }
   std::printf("rank %d: NVSHMEM %d.%d, transport nvshmem-%s, rdma-core: %s\n", rank, NVSHMEM_MAJOR_VERSION,
               NVSHMEM_MINOR_VERSION, o.transport.c_str(), w.rdma_provider.c_str());
+  if (rank == 0)
+    for (const char* k : {"NVSHMEM_DISABLE_P2P", "NVSHMEM_IB_ENABLE_IBGDA", "NVSHMEM_REMOTE_TRANSPORT", "NVSHMEM_IBGDA_NIC_HANDLER",
+                          "NVSHMEM_IBGDA_FORCE_NIC_BUF_MEMTYPE", "NVSHMEM_IBGDA_NUM_RC_PER_PE", "CUDA_MPS_PIPE_DIRECTORY"})
+      std::printf("rank 0: %s=%s\n", k, std::getenv(k) ? std::getenv(k) : "(unset)");
   char* sym = static_cast<char*>(nvshmem_malloc(kRegion));
   if (sym == nullptr) throw std::runtime_error("nvshmem_malloc failed");
   report(nvshmem_ptr(sym, 1 - me) == nullptr, "peer_heap_not_mapped",
