@@ -262,6 +262,7 @@ struct Qp {
   bool retrying = false, rnr_waiting = false;
   std::deque<InFlight> inflight; // issued, not yet completed (oldest first)
   uint32_t epoch = 0;            // bumped when the in-flight requests are abandoned (go back, reset)
+  Clock::time_point last_reply{};  // when the peer last answered one of them
   // verbs provider state
   ibv_qp* ibv = nullptr;
   std::mutex post_mu;
@@ -280,7 +281,13 @@ struct Qp {
 // 4-byte data words, both directions), read by the sysfs view (counters.cpp).
 struct PortCounters {
   std::atomic<uint64_t> xmit_packets{0}, rcv_packets{0}, xmit_words{0}, rcv_words{0};
+  bool dirty = false;  // moved since the sysfs view last wrote them (engine thread)
 };
+
+// The sysfs-like view of GICOMM_EMU_SYSFS_DIR (sysfs_view.cpp; nothing when unset): a device's
+// files, written when it is first opened, and its port counters, rewritten as traffic moves.
+void sysfs_view_open(const DeviceSpec& spec);
+void sysfs_view_counters(Nic& nic);
 
 // Memory region bookkeeping beside the softnic key table (softnic::MrEntry holds key, iova base,
 // length and access): the PD, where the memory is, and the virtual address of the iova base.

@@ -335,8 +335,6 @@ wire::Reply respond(Qp* r, const wire::Request& rq, const std::vector<Span>& in,
   const bool dc = rq.dc != 0;
   if (r == nullptr || !responder_ready(*r) || dc != (r->type == QpType::dct)) return rep;
   Nic& nic = *r->nic;
-  nic.counters().rcv_packets += rq.npsn;
-  nic.counters().rcv_words += (rq.length + 3) / 4;
   if (dc && rq.dc_key != r->dc_key) {
     note("DCT " + hex(r->qpn) + " of " + nic.spec().name + ": DC access key " + hex(rq.dc_key) + " from QP " +
          hex(rq.src_qpn) + " is not its key");
@@ -406,6 +404,17 @@ Route route(bool is_global, const uint8_t* gid, uint16_t lid, uint32_t dest, boo
   return rt;
 }
 
+// The port a request arrives at counts its packets and bytes (whether or not a QP takes them).
+void count_rx(const wire::Request& rq) {
+  for (const auto& n : registry().nics)
+    if (n && spec_matches(n->spec(), rq.is_global != 0, rq.dgid, rq.dlid)) {
+      n->counters().rcv_packets += rq.npsn;
+      n->counters().rcv_words += (rq.length + 3) / 4;
+      n->counters().dirty = true;
+      return;
+    }
+}
+
 // The device and QP (or DCT) of this process a wire request is for (nullptr: nobody).
 Qp* local_target(const wire::Request& rq) {
   for (const auto& n : registry().nics)
@@ -452,6 +461,7 @@ void record_reply(const wire::Reply& rep, const uint8_t* data, uint64_t data_len
   if (q == nullptr || serial_of(q) != p.qp_serial || q->epoch != p.epoch) return;
   InFlight* f = find_inflight(*q, rep.tag);
   if (f == nullptr) return;
+  q->last_reply = Clock::now();
   f->done = true;
   f->kind = rep.kind;
   f->syndrome = rep.syndrome;
@@ -499,9 +509,30 @@ void answer_request(const wire::Message& m) {
   wire::send(m.conn, wire::kReply, &rep, sizeof rep, back);
 }
 
+// The sysfs view's counters of a device that moved traffic since they were last written.
+void flush_counters(Nic& nic) {
+  if (!nic.counters().dirty) return;
+  nic.counters().dirty = false;
+  sysfs_view_counters(nic);
+}
+
+void flush_all_counters() {
+  for (const auto& n : registry().nics)
+    if (n) flush_counters(*n);
+}
+
 uint32_t serve_wire() {
   std::vector<wire::Message> msgs;
   if (wire::exchange(&msgs) == 0) return 0;
+  // Packets are counted as they arrive, before any of them executes: whoever sees the data (or the
+  // reply) sees the counters move.
+  for (const wire::Message& m : msgs) {
+    wire::Request rq;
+    if (m.type != wire::kRequest || m.body.size() < sizeof rq) continue;
+    std::memcpy(&rq, m.body.data(), sizeof rq);
+    count_rx(rq);
+  }
+  flush_all_counters();
   for (const wire::Message& m : msgs) {
     if (m.type == wire::kRequest) {
       answer_request(m);
@@ -513,6 +544,7 @@ uint32_t serve_wire() {
       connection_lost(m.conn);
     }
   }
+  flush_all_counters();
   return static_cast<uint32_t>(msgs.size());
 }
 
@@ -610,10 +642,13 @@ void go_back(Qp& q, bool rnr, uint8_t rnr_timer, const std::string& who) {
 // Completes, in issue order, the requests that have been answered. Returns how many.
 uint32_t drain(Qp& q) {
   uint32_t n = 0;
+  if (!q.inflight.empty() && q.inflight.front().done) flush_counters(*q.nic);  // counts before completions
   while (!q.inflight.empty()) {
     InFlight& f = q.inflight.front();
     if (!f.done) {
-      if (Clock::now() - f.sent < wire_timeout(q.timeout)) break;
+      // The transport timer restarts whenever the peer answers (as an ACK restarts it): a slow
+      // but live responder working through a backlog is not a lost request.
+      if (Clock::now() - std::max(f.sent, q.last_reply) < wire_timeout(q.timeout)) break;
       f.done = true;
       f.kind = wire::kNoAnswer;
       f.peer += " (no reply in time)";
@@ -774,6 +809,17 @@ Step issue_one(Qp& q) {
     uint64_t queued = 0;
     for (const InFlight& o : q.inflight) queued += o.length;
     if (queued + wr.length > kMaxInFlightBytes && !quiet) return Step::stop;
+  } else if (!quiet) {
+    return Step::stop;  // in this process: delivered at once, after everything older has completed
+  }
+  q.nic->counters().xmit_packets += f.npsn;
+  q.nic->counters().xmit_words += (wr.length + 3) / 4;
+  q.nic->counters().dirty = true;
+  if (!rt.remote) {
+    count_rx(rq);  // a port of this process receives it now
+    flush_all_counters();
+  }
+  if (rt.remote) {
     std::string why;
     const int conn = wire::connect_node(rt.node, &why);
     f.peer = dest + " on emulated host " + std::to_string(rt.node);
@@ -787,8 +833,6 @@ Step issue_one(Qp& q) {
       g_pending[f.seq] = Pending{q.nic, q.qpn, serial_of(&q), q.epoch, conn};
     }
   } else {
-    // In this process: delivered at once, after everything older has completed.
-    if (!quiet) return Step::stop;
     f.peer = dest + (rt.local != nullptr ? " of " + rt.local->nic->spec().name : " (" + rt.why + ")");
     const wire::Reply rep = respond(rt.local, rq, carries_payload ? local : std::vector<Span>{},
                                     wr.opcode == kOpcodeRdmaRead ? local : std::vector<Span>{});
@@ -799,8 +843,6 @@ Step issue_one(Qp& q) {
     f.rnr_timer = rep.rnr_timer;
     f.atomic_old = rep.atomic_old;
   }
-  q.nic->counters().xmit_packets += f.npsn;
-  q.nic->counters().xmit_words += (wr.length + 3) / 4;
   q.inflight.push_back(std::move(f));
   q.sq_psn = (q.sq_psn + q.inflight.back().npsn) & 0xffffff;
   q.ci += nbb;
@@ -914,6 +956,7 @@ uint32_t pass() {
     if (q->state.load(std::memory_order_acquire) == IBV_QPS_ERR) flush_receives(*q);
   }
   if (wire::busy()) ++work;  // output still queued: keep exchanging
+  if (work != 0) flush_all_counters();
   return work;
 }
 

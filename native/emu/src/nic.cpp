@@ -17,7 +17,10 @@ Nic& nic_for(uint32_t device_index) {
   Registry& reg = registry();
   const auto& specs = device_specs();
   if (reg.nics.size() < specs.size()) reg.nics.resize(specs.size());
-  if (!reg.nics[device_index]) reg.nics[device_index] = std::make_unique<Nic>(specs[device_index]);
+  if (!reg.nics[device_index]) {
+    reg.nics[device_index] = std::make_unique<Nic>(specs[device_index]);
+    sysfs_view_open(specs[device_index]);
+  }
   return *reg.nics[device_index];
 }
 
