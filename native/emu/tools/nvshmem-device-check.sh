@@ -17,8 +17,10 @@
 # NVSHMEM_DEBUG=INFO, GICOMM_EMU_LOG=verbose (every DEVX/verbs command) and GICOMM_EMU_TRACE (the
 # first data-path events). A step that runs out of time gets SIGUSR1 first (the emulation prints
 # every QP's progress), then SIGKILL.
-# $OUT receives summary.txt (one PASS/FAIL line per step), records.jsonl (the records of
-# gicomm-emu-nvshmem: rdma_provider "emulated", params mps/gpus/nic_handler) and logs.tar.gz.
+# $OUT receives summary.txt (one PASS/FAIL line per step, then its CHECK and METRIC lines),
+# records.jsonl (the records of gicomm-emu-nvshmem: rdma_provider "emulated", params
+# mps/gpus/nic_handler), highlights.txt and failures.txt (what stdout ends with: failed checks,
+# metrics, emulation and NVSHMEM errors, the last lines of each failed step) and logs.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -30,6 +32,7 @@ summary=$out/summary.txt
 records=$out/records.jsonl
 : > "$summary"
 : > "$records"
+rm -f "$out/failures.txt"
 build=build/emu-nvshmem
 bin=$build/bin
 fails=0
@@ -49,10 +52,11 @@ finish() {
   # What to read first when something failed: failed checks, metrics, emulation errors, NVSHMEM errors.
   for f in "$logs"/*.log; do
     [ -e "$f" ] || continue
-    grep -hE '^CHECK .* FAIL|^METRIC|rank [01]: (all checks|FAILED)|gicomm-emu.*(error|Error|refused|not emulated|ERR|state \(SIGUSR1\)|  mlx5_)|NVSHMEM.*(ERROR|WARN)|nvshmem.*error' "$f" |
+    grep -hE '^CHECK .* FAIL|^METRIC|rank [01]: (all checks|FAILED)|gicomm-emu-nvshmem:|gicomm-emu.*(error|Error|refused|not emulated|ERR|state \(SIGUSR1\)|  mlx5_)|NVSHMEM.*(ERROR|WARN)|nvshmem.*error' "$f" |
       head -60 | sed "s|^|$(basename "$f" .log): |"
   done > "$out/highlights.txt"
-  tail -c 6000 "$out/highlights.txt"
+  tail -c 5000 "$out/highlights.txt"
+  [ -e "$out/failures.txt" ] && tail -c 5000 "$out/failures.txt"
   tar -czf "$out/logs.tar.gz" -C "$out" logs
   rm -rf "$logs"
 }
@@ -91,6 +95,9 @@ step() {
   echo "$verdict $name: exit $rc (expected $want)$([ $timed_out -eq 1 ] && echo ", timed out after $t s") in $(( $(date +%s) - t0 )) s" |
     tee -a "$summary"
   grep -hE '^CHECK|^METRIC' "$logs/$name.log" | sed "s/^/  $name: /" >> "$summary"
+  if [ "$verdict" = FAIL ]; then
+    { echo "== $name (last lines)"; tail -25 "$logs/$name.log" | cut -c1-400; } >> "$out/failures.txt"
+  fi
 }
 
 {
