@@ -40,14 +40,18 @@ mps_dir=""
 
 left() { echo $(( deadline - $(date +%s) )); }
 
+# Stops the MPS daemon this script started (if any) and keeps its log.
+stop_mps() {
+  [ -n "$mps_dir" ] || return 0
+  echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control > /dev/null 2>&1
+  sleep 1
+  cp -r "$mps_dir/log" "$logs/mps-log" 2>/dev/null
+  rm -rf "$mps_dir"
+  mps_dir=""
+}
+
 finish() {
-  if [ -n "$mps_dir" ]; then
-    echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control > /dev/null 2>&1
-    sleep 1
-    cp -r "$mps_dir/log" "$logs/mps-log" 2>/dev/null
-    rm -rf "$mps_dir"
-    mps_dir=""
-  fi
+  stop_mps
   echo "$([ $fails -eq 0 ] && echo ALL PASS || echo "$fails FAILED") ($(date -u +%FT%TZ))" | tee -a "$summary"
   # What to read first when something failed: failed checks, metrics, emulation errors, NVSHMEM errors.
   for f in "$logs"/*.log; do
@@ -164,13 +168,7 @@ else
 fi
 if [ "$ngpus" -ge 2 ]; then
   # One PE per GPU needs no MPS; stop it first so the two processes own their GPUs.
-  if [ -n "$mps_dir" ]; then
-    echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control > /dev/null 2>&1
-    sleep 1
-    cp -r "$mps_dir/log" "$logs/mps-log" 2>/dev/null
-    rm -rf "$mps_dir"
-    mps_dir=""
-  fi
+  stop_mps
   step ibgda_2gpu 0 90 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
     "$bin/gicomm-emu-nvshmem" --transport ibgda --gpus 2 --iters 200 --warmup 20 --timeout-s 120 --param mps=off "${meta[@]}"
 fi
