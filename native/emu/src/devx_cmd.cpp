@@ -529,15 +529,11 @@ bool is_qp_modify(uint32_t op) {
          op == prm::kOp2ErrQp || op == prm::kOp2RstQp || op == prm::kOpInit2InitQp;
 }
 
-// Common entry checks: the context opened with DEVX, mailboxes at least a command header.
+// Common entry checks: an emulated context (every one is DEVX-capable), mailboxes at least a command header.
 Context* devx_context(ibv_context* ibctx, const char* call, const void* in, size_t inlen, void* out, size_t outlen, int* err) {
   Context* ctx = context_of(ibctx);
   if (ctx == nullptr) {
     *err = fail(EOPNOTSUPP, call, "context", "not an emulated mlx5 context");
-    return nullptr;
-  }
-  if (!ctx->devx) {
-    *err = fail(EOPNOTSUPP, call, ctx->nic->spec().name, "the context was not opened with MLX5DV_CONTEXT_FLAGS_DEVX");
     return nullptr;
   }
   if (in == nullptr || out == nullptr || inlen < 16 || outlen < 16) {
@@ -650,7 +646,7 @@ int devx_obj_destroy(DevxObj* obj) {
 Umem* devx_umem_reg(ibv_context* ibctx, void* addr, size_t size, uint32_t access) {
   const char* call = "mlx5dv_devx_umem_reg";
   Context* ctx = context_of(ibctx);
-  if (ctx == nullptr || !ctx->devx) return fail(EOPNOTSUPP, call, "context", "not an emulated context opened with DEVX"), nullptr;
+  if (ctx == nullptr) return fail(EOPNOTSUPP, call, "context", "not an emulated mlx5 context"), nullptr;
   const std::string obj = std::to_string(size) + " bytes at " + hex(reinterpret_cast<uint64_t>(addr)) + " on " + ctx->nic->spec().name;
   if (size == 0) return fail(EINVAL, call, obj, "size is 0"), nullptr;
   if (access & ~uint32_t(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC))
@@ -676,7 +672,7 @@ int devx_umem_dereg(Umem* u) {
 Uar* devx_alloc_uar(ibv_context* ibctx, uint32_t flags) {
   const char* call = "mlx5dv_devx_alloc_uar";
   Context* ctx = context_of(ibctx);
-  if (ctx == nullptr || !ctx->devx) return fail(EOPNOTSUPP, call, "context", "not an emulated context opened with DEVX"), nullptr;
+  if (ctx == nullptr) return fail(EOPNOTSUPP, call, "context", "not an emulated mlx5 context"), nullptr;
   if (flags > 2) return fail(EINVAL, call, ctx->nic->spec().name, "UAR type " + std::to_string(flags) + " (BF 0, NC 1, NC_DEDICATED 2)"), nullptr;
   // An ordinary page: the engine watches its doorbell registers; a GPU can map it with
   // cudaHostRegister(Mapped) (a real UAR needs IoMemory instead).
@@ -705,7 +701,7 @@ void devx_free_uar(Uar* u) {
 
 int devx_query_eqn(ibv_context* ibctx, uint32_t vector, uint32_t* eqn) {
   Context* ctx = context_of(ibctx);
-  if (ctx == nullptr || !ctx->devx) return fail(EOPNOTSUPP, "mlx5dv_devx_query_eqn", "context", "not an emulated context opened with DEVX");
+  if (ctx == nullptr) return fail(EOPNOTSUPP, "mlx5dv_devx_query_eqn", "context", "not an emulated mlx5 context");
   if (vector >= static_cast<uint32_t>(ibctx->num_comp_vectors))
     return fail(EINVAL, "mlx5dv_devx_query_eqn", ctx->nic->spec().name, "vector " + std::to_string(vector) + " out of range");
   *eqn = vector;

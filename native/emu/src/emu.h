@@ -344,7 +344,6 @@ class Nic {
 struct Context {
   Nic* nic = nullptr;
   ibv_context* ibv = nullptr;
-  bool devx = false;     // opened with mlx5dv_open_device(DEVX)
   int async_pipe[2] = {-1, -1};
   std::vector<Umem*> umems;
   std::vector<Uar*> uars;
@@ -411,7 +410,7 @@ void devx_destroy_context_objects(Context* ctx);
 
 // Helpers for libmlx5: our objects behind the public structs, and the emulated device identity.
 GICOMM_EMU_API Context* context_of(ibv_context* ctx);  // nullptr when not an emulated context
-GICOMM_EMU_API ibv_context* open_context(ibv_device* dev, bool devx);
+GICOMM_EMU_API ibv_context* open_context(ibv_device* dev);
 GICOMM_EMU_API uint32_t pd_number(ibv_pd* pd);
 GICOMM_EMU_API Qp* qp_of(ibv_qp* qp);
 GICOMM_EMU_API Cq* cq_of(ibv_cq* cq);

@@ -44,7 +44,7 @@ ibv_context* mlx5dv_open_device(ibv_device* device, mlx5dv_context_attr* attr) {
     fail(EOPNOTSUPP, "mlx5dv_open_device", device ? device->name : "device", "context flags " + hex(flags) + " (DEVX only)");
     return nullptr;
   }
-  return open_context(device, true);  // DEVX with or without the flag, as rdma-core's mlx5 does
+  return open_context(device);  // DEVX with or without the flag, as rdma-core's mlx5 does
 }
 
 int mlx5dv_query_device(ibv_context* ctx_in, mlx5dv_context* attrs_out) {

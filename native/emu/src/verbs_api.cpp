@@ -262,7 +262,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr, QpType type, uint64_t dc_k
   return &v->qp;
 }
 
-ibv_context* open_context(ibv_device* dev, bool devx) {
+ibv_context* open_context(ibv_device* dev) {
   if (!is_emulated_device(dev)) {
     fail(ENODEV, "ibv_open_device", dev ? dev->name : "(null)", "not a device of the emulated rdma-core");
     return nullptr;
@@ -296,7 +296,6 @@ ibv_context* open_context(ibv_device* dev, bool devx) {
   ctx->async_fd = v->core.async_pipe[0];
   ctx->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);  // a valid descriptor for callers that poll it
   v->core.ibv = ctx;
-  v->core.devx = devx;
   std::lock_guard<std::mutex> lock(registry().mu);
   v->core.nic = &nic_for(index);
   ++registry().open_contexts;
@@ -392,7 +391,7 @@ int ibv_get_device_index(ibv_device* device) {
 
 // rdma-core's mlx5 provider opens every context with DEVX when the device allows it (since
 // "mlx5: Enable devx by default"), so NVSHMEM issues DEVX commands on an ibv_open_device context.
-ibv_context* ibv_open_device(ibv_device* device) { return open_context(device, true); }
+ibv_context* ibv_open_device(ibv_device* device) { return open_context(device); }
 
 int ibv_close_device(ibv_context* context) {
   Context* c = context_of(context);
