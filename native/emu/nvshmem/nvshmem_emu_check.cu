@@ -383,7 +383,9 @@ std::string json_str(const std::string& s) {
   return o + "\"";
 }
 
+// A JSON number; null for a value that is not finite (JSON has no NaN or infinity).
 std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
   char b[64];
   std::snprintf(b, sizeof b, "%.6g", v);
   return b;
