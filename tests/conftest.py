@@ -88,10 +88,9 @@ def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return host_build(tmp_path_factory.mktemp("native-build"))
 
 
-@pytest.fixture
-def repo_copy(tmp_path: Path, native_build: Path) -> Path:
-    """A copy of the tracked working tree (what a fresh clone has), for pipeline runs, with the
-    session's native build in place as build/<host>/ (the local platform's host label)."""
+def copy_repo(dst: Path, native_build: Path) -> Path:
+    """A copy of the tracked working tree (what a fresh clone has) at `dst`, for pipeline runs,
+    with the session's native build in place as build/<host>/ (the local platform's host label)."""
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"],
         cwd=REPO,
@@ -99,7 +98,6 @@ def repo_copy(tmp_path: Path, native_build: Path) -> Path:
         text=True,
         check=True,
     ).stdout.split()
-    dst = tmp_path / "repo"
     for f in files:
         src = REPO / f
         if src.is_file():
@@ -109,3 +107,9 @@ def repo_copy(tmp_path: Path, native_build: Path) -> Path:
     shutil.copytree(native_build / "bin", dst / "build" / host / "bin")
     shutil.copy(native_build / "gicomm_build.json", dst / "build" / host / "gicomm_build.json")
     return dst
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path, native_build: Path) -> Path:
+    """A copy of the tracked working tree for one test (copy_repo)."""
+    return copy_repo(tmp_path / "repo", native_build)

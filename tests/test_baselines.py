@@ -17,8 +17,9 @@ from conftest import REPO
 
 from gicomm.baselines.sources import SourceError, load_baselines, prepare_source
 from gicomm.baselines.upstream import UPSTREAM, records_from_log
+from gicomm.bench import point_parts
 from gicomm.errors import ConfigError
-from gicomm.experiments import load_experiment
+from gicomm.experiments import Point, load_experiment
 from gicomm.needs import unmet_needs
 from gicomm.records import check_record, iter_records
 
@@ -167,10 +168,11 @@ def test_git_source_through_snakemake(tmp_path):
     cfg = write(tmp_path, fixture_sources(bare, pinned))
     work = tmp_path / "wf"
     work.mkdir()
-    (work / "Snakefile").write_text(f'include: "{REPO / "workflow" / "rules" / "baselines.smk"}"\n')
+    # The pipeline's own Snakefile, baselines stage alone, the sources file given as config.
     out = subprocess.run(
-        [sys.executable, "-m", "snakemake", "baselines", "--cores", "1", "--config",
-         f"baselines_file={cfg}"],
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "baselines",
+         "--cores", "1", "--configfile", str(REPO / "config/config.yaml"), "--config",
+         f"baselines_file={cfg}", "report={archived: []}"],
         cwd=work, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
@@ -275,14 +277,15 @@ def test_archived_nvlink_records(name):
     if not folder.exists():
         pytest.skip(f"no archived {name}")
     e = load_experiment(REPO / f"config/experiments/{name}.yaml")
-    ids = {p.point_id: p.params for p in e.points()}
+    ids = {p.point_id: point_parts(p) for p in e.points()}
     files = sorted(folder.glob("*/run*.jsonl"))
     assert len(files) >= 3  # three independent process runs
     transports = set()
     for f in files:
         seen = set()
         for r in iter_records(f):
-            assert r["point_id"] in ids and r["params"] == ids[r["point_id"]]
+            transport, backend, params = ids[r["point_id"]]
+            assert (r["transport"], r["nic_backend"], r["params"]) == (transport, backend, params)
             assert r["status"] == "ok", r.get("error")
             assert r["metric"] in e.metrics
             assert 1000 < r["sm_clock_mhz"] < 2100  # the SM clock rides on every record
@@ -325,19 +328,10 @@ def test_dissection_table_splits_mechanism_and_library():
         assert r["library"] > 0  # both libraries add to a bare store's issue
 
 
-# ---- gicomm-bench-baselines: the NIC baselines' driver --------------------------------------------
-DRIVER = "gicomm-bench-baselines"
+# ---- library_baselines: dispatched per transport by the batch runner ------------------------------
 LIBRARY_BASELINES = REPO / "config/experiments/library_baselines.yaml"
 FIXTURES = REPO / "tests/fixtures/baselines"
-
-
-@pytest.fixture(scope="module")
-def baselines_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from conftest import current_build_with
-
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake missing")
-    return current_build_with(tmp_path_factory, DRIVER, "-DGICOMM_WITH_RDMA=OFF") / "bin" / DRIVER
+HARNESS = "gicomm-bench-baselines-nvshmem"
 
 
 def fake_sysfs(root: Path, devices: dict[str, str]) -> Path:
@@ -350,55 +344,57 @@ def fake_sysfs(root: Path, devices: dict[str, str]) -> Path:
     return root
 
 
-def run_driver(
-    driver: Path, tmp_path: Path, points: list[dict], env: dict[str, str] | None = None
+def run_library_points(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    points: list[Point] | None = None,
+    nics: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    harness: bool = False,
 ) -> list[dict]:
-    pts = tmp_path / "points.jsonl"
-    pts.write_text("".join(json.dumps(p) + "\n" for p in points))
-    out = tmp_path / "out.jsonl"
-    argv = [str(driver), "--experiment", "library_baselines", "--points", str(pts), "--out", str(out),
-            "--campaign", "c", "--host", "h", "--platform", "local", "--run-index", "0",
-            "--provenance-id", "p", "--warmup", "1", "--iters", "2", "--nic-backend", "mlx5"]  # fmt: skip
-    full_env = {
-        "PATH": "/usr/bin:/bin",
-        "GICOMM_PYTHON": sys.executable,
-        "GICOMM_REPO": str(REPO),
-        "GICOMM_SYSFS_ROOT": str(fake_sysfs(tmp_path / "sys", {})),
-        "GICOMM_BASELINES_DIR": str(tmp_path / "no-builds"),
-        "TMPDIR": str(tmp_path),
-        **(env or {}),
-    }
-    proc = subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    recs = list(iter_records(out))
-    for r in recs:
-        check_record(r, "test")
-    ids = {p["point_id"] for p in points}
-    assert {r["point_id"] for r in recs} == ids, proc.stderr  # every point answered
+    """library_baselines points through the batch runner, on a host that has what the experiment
+    needs but `nics` for a NIC (none by default) and, with `harness`, a stand-in NVSHMEM harness."""
+    from dataclasses import replace
+
+    from gicomm.bench import BatchJob, run_batch
+
+    e = replace(load_experiment(LIBRARY_BASELINES), needs={"gpus": 0}, needs_when=())
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    (build / "gicomm_build.json").write_text('{"cuda": true, "rdma": false}')
+    if harness:
+        shutil.copy(REPO / "tests/fixtures/fake_driver.py", build / "bin" / HARNESS)
+    monkeypatch.setenv("GICOMM_SYSFS_ROOT", str(fake_sysfs(tmp_path / "sys", nics or {})))
+    monkeypatch.setenv("GICOMM_BASELINES_DIR", str(tmp_path / "no-builds"))
+    for k, v in (env or {}).items():
+        monkeypatch.setenv(k, v)
+    job = BatchJob(
+        experiment=e, points=points or e.points(), campaign="c", host="h", platform="local",
+        run_index=0, build_dir=build, hardware={"provenance_id": "p", "hostname": "h"},
+        partial=tmp_path / "partial/b0.jsonl", output=tmp_path / "raw/b0.jsonl",
+    )  # fmt: skip
+    run_batch(job)
+    recs = list(iter_records(job.output))
+    assert {r["point_id"] for r in recs} == {p.point_id for p in job.points}  # every point answered
     return recs
 
 
-def library_points() -> list[dict]:
-    e = load_experiment(LIBRARY_BASELINES)
-    return [json.loads(p.to_json()) for p in e.points()]
+def point(transport: str, **params) -> Point:
+    from gicomm.experiments import point_id
+
+    full = {"transport": transport, "nic_backend": "mlx5", **params}
+    return Point(point_id("library_baselines", full), full)
 
 
 def test_library_baselines_without_a_nic_skips_every_transport_with_the_reason(
-    baselines_driver, tmp_path
+    tmp_path, monkeypatch
 ):
-    points = library_points()
-    recs = run_driver(baselines_driver, tmp_path, points)
+    recs = run_library_points(tmp_path, monkeypatch)
     by_transport: dict[str, set[str]] = {}
     for r in recs:
         assert r["status"] == "skipped", r
         assert r["error"].startswith("not measurable on this host: "), r["error"]
-        asked = next(p["params"] for p in points if p["point_id"] == r["point_id"])
-        # The contract: records carry transport and nic_backend beside the params, not in them.
-        assert r["params"] == {
-            k: v for k, v in asked.items() if k not in ("transport", "nic_backend")
-        }
         by_transport.setdefault(r["transport"], set()).add(r["error"])
-    assert set(by_transport) == {p["params"]["transport"] for p in points}
     assert len(by_transport) == 8
     for t in ("nvshmem-ibgda", "nccl-gin-gdaki"):
         (why,) = by_transport[t]
@@ -413,22 +409,19 @@ def test_library_baselines_without_a_nic_skips_every_transport_with_the_reason(
     assert "peer" in next(iter(by_transport["fabric-lib"]))
 
 
-def test_a_nic_without_the_harness_or_gpus_says_which(baselines_driver, tmp_path):
-    sysfs = fake_sysfs(tmp_path / "nic-sys", {"mlx5_0": "ACTIVE"})
-    points = [
-        p for p in library_points() if p["params"]["transport"].startswith(("nvshmem", "nccl"))
-    ]
-    recs = run_driver(baselines_driver, tmp_path, points, {"GICOMM_SYSFS_ROOT": str(sysfs)})
+def test_a_nic_without_the_harness_says_it_was_not_built(tmp_path, monkeypatch):
+    points = [point(t, op="put", size=8) for t in ("nvshmem-ibgda", "nccl-gin-proxy")]
+    recs = run_library_points(tmp_path, monkeypatch, points, {"mlx5_0": "ACTIVE"})
     for r in recs:
         assert r["status"] == "skipped", r
-        # A host-only build has no CUDA harness; a CUDA build's harness finds no 2 GPUs here.
-        assert "was not built" in r["error"] or "needs 2 GPUs" in r["error"], r["error"]
+        assert "was not built: CUDA and" in r["error"], r["error"]
 
 
-def test_an_inactive_or_foreign_nic_is_not_enough(baselines_driver, tmp_path):
-    sysfs = fake_sysfs(tmp_path / "nic-sys", {"mlx5_0": "DOWN", "rxe0": "ACTIVE"})
-    points = [{"point_id": "g", "params": {"transport": "nvshmem-ibgda", "op": "put", "size": 8}}]
-    (rec, *_) = run_driver(baselines_driver, tmp_path, points, {"GICOMM_SYSFS_ROOT": str(sysfs)})
+def test_an_inactive_or_foreign_nic_is_not_enough(tmp_path, monkeypatch):
+    nics = {"mlx5_0": "DOWN", "rxe0": "ACTIVE"}
+    (rec, *_) = run_library_points(
+        tmp_path, monkeypatch, [point("nvshmem-ibgda", op="put", size=8)], nics
+    )
     assert rec["status"] == "skipped"
     assert "found only mlx5_0 (mlx5, no ACTIVE port), rxe0 (unknown driver, active)" in rec["error"]
 
@@ -454,34 +447,44 @@ def test_an_inactive_or_foreign_nic_is_not_enough(baselines_driver, tmp_path):
         ("nccl-gin-proxy", "gin_gdaki_qp_depth", 128,
          "bad parameter gin_gdaki_qp_depth=128: it sets NCCL_GIN_GDAKI_QP_DEPTH, which applies to "
          "nccl-gin-gdaki only"),
+        ("nvshmem-ibgda", "ibgda_num_rc_per_pe", True,
+         "bad parameter ibgda_num_rc_per_pe=true (NVSHMEM_IBGDA_NUM_RC_PER_PE)"),
     ],
 )  # fmt: skip
 def test_bad_knobs_fail_their_point_naming_key_value_and_allowed(
-    baselines_driver, tmp_path, transport, key, value, message
+    tmp_path, monkeypatch, transport, key, value, message
 ):
+    bad, good = (
+        point(transport, op="put", size=8, **{key: value}),
+        point(transport, op="put", size=8),
+    )
+    recs = run_library_points(tmp_path, monkeypatch, [bad, good])
+    failed = [r for r in recs if r["point_id"] == bad.point_id]
+    assert failed and all(r["status"] == "failed" and message in r["error"] for r in failed), failed
+    skipped = [r for r in recs if r["point_id"] == good.point_id]
+    assert skipped and all(r["status"] == "skipped" for r in skipped)  # no NIC here
+
+
+def test_the_runner_starts_our_harness_with_the_knobs_as_env(tmp_path, monkeypatch):
+    """With a NIC and the harness built, the point runs in the harness binary (here a stand-in),
+    one process per set of knob values, the knobs reaching it as the library's env."""
     points = [
-        {"point_id": "bad", "params": {"transport": transport, "op": "put", "size": 8, key: value}},
-        {"point_id": "good", "params": {"transport": transport, "op": "put", "size": 8}},
+        point("nvshmem-ibgda", op="put", size=8, ibgda_num_rc_per_pe=16),
+        point("nvshmem-ibgda", op="put", size=8, ibgda_nic_handler="cpu_host_memory"),
     ]
-    recs = run_driver(baselines_driver, tmp_path, points)
-    bad = [r for r in recs if r["point_id"] == "bad"]
-    assert bad and all(r["status"] == "failed" and message in r["error"] for r in bad), bad
-    good = [r for r in recs if r["point_id"] == "good"]
-    assert good and all(r["status"] == "skipped" for r in good)  # no NIC here
+    seen = tmp_path / "env.seen"
+    env = {"FAKE_ENV_SEEN": str(seen)}
+    recs = run_library_points(tmp_path, monkeypatch, points, {"mlx5_0": "ACTIVE"}, env, True)
+    assert [r["status"] for r in recs] == ["ok", "ok"], recs
+    assert {r["transport"] for r in recs} == {"nvshmem-ibgda"}
+    runs = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert runs == [
+        {"NVSHMEM_IBGDA_NUM_RC_PER_PE": "16"},
+        {"NVSHMEM_IBGDA_NIC_HANDLER": "cpu_host_memory"},
+    ]
 
 
-def test_a_good_knob_reaches_the_harness_as_env(baselines_driver, tmp_path):
-    """With a NIC present, a valid knob groups the point with its env (here the harness is not
-    built or finds no GPUs, which the reason says; the knob itself is accepted)."""
-    sysfs = fake_sysfs(tmp_path / "nic-sys", {"mlx5_0": "ACTIVE"})
-    points = [{"point_id": "k", "params": {"transport": "nvshmem-ibgda", "op": "put", "size": 8,
-                                           "ibgda_nic_handler": "cpu_host_memory",
-                                           "ibgda_num_rc_per_pe": 16}}]  # fmt: skip
-    (rec, *_) = run_driver(baselines_driver, tmp_path, points, {"GICOMM_SYSFS_ROOT": str(sysfs)})
-    assert rec["status"] == "skipped" and "bad parameter" not in rec["error"]
-
-
-# ---- the upstream runner, end to end through the driver, with fake upstream programs --------------
+# ---- the upstream runner, end to end through the batch runner, with fake upstream programs --------
 ECHO = "import sys; sys.stdout.write(open(sys.argv[1]).read()); sys.exit(int(sys.argv[2]))"
 
 
@@ -511,48 +514,53 @@ def fake_upstream(tmp_path: Path, prepared: list[str], exit_code: int = 0) -> di
     return {"GICOMM_BASELINES_FILE": str(cfg), "GICOMM_BASELINES_DIR": str(builds)}
 
 
-UPSTREAM_POINTS = [
-    {"point_id": "m", "params": {"transport": "mscclpp-port", "nic_backend": "mlx5"}},
-    {"point_id": "d", "params": {"transport": "deepep-v1", "nic_backend": "mlx5"}},
-]
+UPSTREAM_POINTS = [point("mscclpp-port"), point("deepep-v1")]
 
 
-def test_upstream_programs_become_records_through_the_driver(baselines_driver, tmp_path):
+def test_upstream_programs_become_records_through_the_runner(tmp_path, monkeypatch):
     env = fake_upstream(tmp_path, ["mscclpp-fake", "deepep-fake"])
-    recs = run_driver(baselines_driver, tmp_path, UPSTREAM_POINTS, env)
+    recs = run_library_points(tmp_path, monkeypatch, UPSTREAM_POINTS, env=env)
     assert all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
-    m = [r for r in recs if r["point_id"] == "m"]
+    m = [r for r in recs if r["point_id"] == UPSTREAM_POINTS[0].point_id]
     assert {r["transport"] for r in m} == {"mscclpp-port"}
     rtt = {r["params"]["test"]: r["stats"]["p50"] for r in m}
     assert rtt["PingPongPerf"] == pytest.approx(7363.0)  # 7.363 us/iter
     for r in m:
         assert r["metric"] == "rtt_ns" and r["params"]["upstream_stat"] == "avg"
         assert r["params"]["source"] == "mscclpp-fake" and r["nic_backend"] == "mlx5"
-        assert "nic_backend" not in r["params"] and "transport" not in r["params"]
-    d = [r for r in recs if r["point_id"] == "d"]
+    d = [r for r in recs if r["point_id"] == UPSTREAM_POINTS[1].point_id]
     both = [r for r in d if r["params"].get("phase") == "dispatch+combine" and r["metric"] == "time_ns"
             and r["params"]["upstream_stat"] == "avg" and r["params"]["rank"] == 0]  # fmt: skip
     assert len(both) == 1 and both[0]["stats"]["p50"] == pytest.approx(491300.0)
     assert {r["transport"] for r in d} == {"deepep-v1"}
-    logs = tmp_path / "out.jsonl.logs"
-    assert (logs / "m.log").read_text() == (FIXTURES / "mscclpp_mp_unit.txt").read_text()
+    log = tmp_path / "partial/b0.jsonl.logs" / f"{UPSTREAM_POINTS[0].point_id}.log"
+    assert log.read_text() == (FIXTURES / "mscclpp_mp_unit.txt").read_text()
 
 
-def test_upstream_sources_not_prepared_are_skipped(baselines_driver, tmp_path):
+def test_upstream_sources_not_prepared_are_skipped(tmp_path, monkeypatch):
     env = fake_upstream(tmp_path, ["deepep-fake"])
-    recs = run_driver(baselines_driver, tmp_path, UPSTREAM_POINTS, env)
-    m = [r for r in recs if r["point_id"] == "m"]
+    recs = run_library_points(tmp_path, monkeypatch, UPSTREAM_POINTS, env=env)
+    m = [r for r in recs if r["point_id"] == UPSTREAM_POINTS[0].point_id]
     assert m and all(r["status"] == "skipped" for r in m)
     assert "source mscclpp-fake (mscclpp" in m[0]["error"] and "is not prepared" in m[0]["error"]
-    assert all(r["status"] == "ok" for r in recs if r["point_id"] == "d")
+    assert all(r["status"] == "ok" for r in recs if r["point_id"] == UPSTREAM_POINTS[1].point_id)
 
 
-def test_a_failing_upstream_program_fails_its_point_with_its_output(baselines_driver, tmp_path):
+def test_a_failing_upstream_program_fails_its_point_with_its_output(tmp_path, monkeypatch):
     env = fake_upstream(tmp_path, ["mscclpp-fake", "deepep-fake"], exit_code=1)
-    recs = run_driver(baselines_driver, tmp_path, UPSTREAM_POINTS, env)
+    recs = run_library_points(tmp_path, monkeypatch, UPSTREAM_POINTS, env=env)
     for r in recs:
         assert r["status"] == "failed"
         assert "exited with code 1" in r["error"] and "output ends:" in r["error"]
+
+
+def test_no_native_program_starts_python():
+    """The dispatcher is Python: the native baselines are harnesses only (no C++ program that
+    execs the Python runner again)."""
+    assert not (REPO / "native/baselines/nic").exists()
+    for src in (REPO / "native/baselines").rglob("*"):
+        if src.suffix in (".cpp", ".cu", ".h", ".cuh", ".txt"):
+            assert "gicomm.baselines" not in src.read_text(errors="replace"), src
 
 
 def test_an_unknown_run_placeholder_is_refused(tmp_path):
@@ -568,20 +576,3 @@ def test_the_papers_sources_say_how_to_run_their_upstream_test():
     b = load_baselines(BASELINES)
     libraries = {b.source(n).library for n in b.use if "run" in b.source(n).spec}
     assert set(TRANSPORTS.values()) <= libraries
-
-
-def test_an_upstream_runner_that_cannot_start_names_the_reason(baselines_driver, tmp_path):
-    """The runner's own failure (here: an interpreter without the project's packages) reaches the
-    record with the last line it printed, not only an exit code."""
-    fake = tmp_path / "python-without-jsonschema"
-    fake.write_text(
-        "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\n"
-        "echo \"ModuleNotFoundError: No module named 'jsonschema'\" >&2\nexit 1\n"
-    )
-    fake.chmod(0o755)
-    env = fake_upstream(tmp_path, ["mscclpp-fake", "deepep-fake"]) | {"GICOMM_PYTHON": str(fake)}
-    recs = run_driver(baselines_driver, tmp_path, UPSTREAM_POINTS, env)
-    assert {r["point_id"] for r in recs} == {"m", "d"}
-    for r in recs:
-        assert r["status"] == "failed", r
-        assert "exited with code 1: ModuleNotFoundError: No module named 'jsonschema'" in r["error"]

@@ -40,7 +40,7 @@ def test_default_config_loads_with_every_experiment():
         ({"native": {"bogus": 1}}, ["unknown key(s) 'bogus' under 'native'", "cuda_archs"]),
         ({"timeouts": {"wait_ms": -5}}, ["'timeouts.wait_ms'", "-5", "out of range"]),
         ({"experiments": ["one_op", "nope"]}, ["'experiments'", "'nope'", "allowed: all"]),
-        ({"experiments": "some"}, ["'experiments'", "'some'", "'all' or a array"]),
+        ({"experiments": "some"}, ["'experiments'", "'some'", "'all' or a list"]),
         ({"platform": "h900"}, ["'platform'", "'h900'", "allowed:", "local"]),
         ({"campaign": "archive"}, ["'campaign'", "'archive'", "reserved"]),
         ({"campaign": "a b"}, ["'campaign'", "'a b'", "pattern"]),
@@ -194,3 +194,135 @@ def test_unknown_transport_or_backend_is_refused(tmp_path: Path, key: str, value
         ConfigError, match=f"parameter '{key}': value '{value}' is not allowed; allowed:"
     ):
         load_experiment(p)
+
+
+# ---- what config loading refuses, and how it says so ---------------------------------------------
+def billion_laughs(key: str) -> str:
+    """A config whose `key` expands to 9**9 strings through aliases (a few hundred bytes)."""
+    text = 'a: &a ["x","x","x","x","x","x","x","x","x"]\n'
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        text += f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]\n"
+    return f"campaign: bomb\nplatform: local\n{text}{key}: *i\n"
+
+
+def run_in_subprocess(code: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+        env={"PYTHONPATH": str(REPO / "workflow")},
+    )  # fmt: skip
+
+
+def test_a_yaml_alias_bomb_is_refused_in_well_under_a_second(tmp_path: Path):
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(billion_laughs("experiments"))
+    code = (
+        "import time; from gicomm.config import load_campaign_file; t = time.monotonic()\n"
+        f"try: load_campaign_file({str(bomb)!r})\n"
+        "except Exception as e: print(type(e).__name__, e)\n"
+        "print('seconds', time.monotonic() - t)"
+    )
+    out = run_in_subprocess(code, timeout=20)  # the old loader ran for minutes into MemoryError
+    assert out.stdout.startswith("ConfigError "), out.stdout + out.stderr
+    assert "bomb.yaml:" in out.stdout and "through YAML aliases" in out.stdout
+    assert float(out.stdout.split("seconds")[1]) < 0.5
+
+
+def test_a_shared_value_of_a_reasonable_size_is_fine(tmp_path: Path):
+    p = tmp_path / "shared.yaml"
+    p.write_text("campaign: x\nplatform: local\nnative: &n {cuda: 'off'}\n")
+    assert load_campaign_file(p).native["cuda"] == "off"
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("campaign: x\nplatform: local\nexperiments: [engine_ceiling]\nexperiments: [soak]\n",
+         "dup.yaml:4:1: key 'experiments' appears twice in one mapping (first at line 3)"),
+        ("campaign: x\nplatform: local\nnative:\n  cuda: 'off'\n  cuda: 'on'\n",
+         "dup.yaml:5:3: key 'cuda' appears twice"),
+        ('{"campaign": "x",\n "platform": "local",\n "campaign": "y"}\n',
+         "dup.yaml:3:2: key 'campaign' appears twice"),
+    ],
+)  # fmt: skip
+def test_a_key_given_twice_is_refused_with_file_and_line(tmp_path: Path, text: str, where: str):
+    p = tmp_path / "dup.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_campaign_file(p)
+    assert where in str(err.value)
+
+
+def test_campaign_names_have_a_length_limit():
+    with pytest.raises(
+        ConfigError, match=r"'campaign': value '.*\.\.\.' is too long \(maxLength 64\)"
+    ):
+        load_campaign({**default_config(), "campaign": "c" * 300})
+    assert load_campaign({**default_config(), "campaign": "c" * 64}).name == "c" * 64
+
+
+def test_nested_command_line_values_are_typed_by_the_schema():
+    """snakemake --config 'timeouts={"wait_ms": 1}' hands the workflow {"wait_ms": "1"}."""
+    cli = {
+        "timeouts": {"wait_ms": "1", "point_s": "30"},
+        "native": {"cuda": "off", "build_jobs": "4"},
+    }
+    c = load_campaign({**default_config(), **cli}, command_line=cli)
+    assert c.timeouts == {"wait_ms": 1, "point_s": 30}
+    assert c.native["build_jobs"] == 4 and c.native["cuda"] == "off"
+    # A string in a config file stays a string, and is refused as one.
+    with pytest.raises(ConfigError, match="'timeouts.wait_ms': value '1' has the wrong type"):
+        load_campaign({**default_config(), "timeouts": {"wait_ms": "1"}})
+    with pytest.raises(ConfigError, match="'timeouts.wait_ms': value 'soon' has the wrong type"):
+        load_campaign(
+            {**default_config(), **cli, "timeouts": {"wait_ms": "soon"}}, command_line=cli
+        )
+
+
+def snakemake_dry(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_snakemake_takes_nested_integers_from_the_command_line():
+    out = snakemake_dry("--config", 'timeouts={"wait_ms": 1}', "report={archived: []}")
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("campaign: x\nplatform: local\ncampaign: y\n",
+         "cfg.yaml:3:1: key 'campaign' appears twice in one mapping (first at line 1)"),
+        (billion_laughs("experiments"), "through YAML aliases"),
+        ("campaign: " + "c" * 300 + "\nplatform: local\n", "is too long (maxLength 64)"),
+    ],
+)  # fmt: skip
+def test_snakemake_refuses_a_bad_configfile_in_one_line(tmp_path: Path, text: str, message: str):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(text)
+    out = snakemake_dry("--configfile", str(cfg))
+    assert out.returncode != 0
+    said = out.stdout + out.stderr
+    assert message in said, said[-2000:]
+    assert "Traceback" not in said
+
+
+def test_a_results_folder_that_is_a_file_is_refused_in_one_line(tmp_path: Path):
+    (tmp_path / "results").write_text("not a folder\n")
+    out = snakemake_dry("-s", str(REPO / "Snakefile"), "--configfile", str(REPO / "config/config.yaml"),
+                        "--config", "report={archived: []}", cwd=tmp_path)  # fmt: skip
+    assert out.returncode != 0
+    said = out.stdout + out.stderr
+    assert "results is a file, but campaign local writes its results into a folder" in said
+    assert "Traceback" not in said
+
+
+def test_a_malformed_default_config_is_named_with_file_and_line(tmp_path: Path):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text("campaign: x\nplatform: local\nnative: {cuda: [\n")
+    out = snakemake_dry("-s", str(REPO / "Snakefile"), cwd=tmp_path)
+    said = out.stdout + out.stderr
+    assert out.returncode != 0
+    assert "config/config.yaml:4:1: malformed YAML" in said, said[-2000:]

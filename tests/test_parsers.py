@@ -9,7 +9,7 @@ import pytest
 
 from gicomm.baselines.parsers import ParseError, parse, parser_names, to_records
 from gicomm.baselines.parsers.mscclpp import skipped
-from gicomm.records import check_record
+from gicomm.records import RecordIdentity, check_record
 
 FIX = Path(__file__).parent / "fixtures" / "baselines"
 
@@ -126,8 +126,7 @@ def test_unknown_tool():
 
 def test_records_are_schema_valid_and_honest_about_the_statistic():
     rows = parse("deepep-low-latency", text("deepep_low_latency.txt"))
-    recs = to_records(
-        rows,
+    who = RecordIdentity(
         campaign="c",
         host="h",
         platform="h200",
@@ -136,8 +135,8 @@ def test_records_are_schema_valid_and_honest_about_the_statistic():
         nic_backend="mlx5",
         run_index=0,
         provenance_id="p",
-        params={"tokens": 128},
     )
+    recs = to_records(rows, who, params={"tokens": 128})
     for r in recs:
         check_record(r, "test")
         assert r["stats"]["n"] == 1

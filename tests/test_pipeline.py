@@ -4,6 +4,7 @@ full local run in a fresh copy of the tree that produces the report with hosts a
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -65,7 +66,23 @@ def test_full_local_run_produces_report_with_provenance(repo_copy: Path):
     rep = snakemake(repo_copy, "--profile", "profiles/local", "--configfile", str(extra),
                     "--report", str(repo_copy / "report.zip"))  # fmt: skip
     assert rep.returncode == 0, rep.stderr[-3000:]
-    assert zipfile.ZipFile(repo_copy / "report.zip").testzip() is None
+    with zipfile.ZipFile(repo_copy / "report.zip") as z:
+        assert z.testzip() is None
+        pages = [z.read(n).decode(errors="replace") for n in z.namelist() if n.endswith(".html")]
+    # The landing page (the Snakefile's `report:`) opens the report.
+    assert any("GPU-initiated communication, measured" in page for page in pages)
     # A second run has nothing to do.
     again = snakemake(repo_copy, "-n", "--profile", "profiles/local", "--configfile", str(extra))
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_every_rule_file_is_included_from_the_snakefile():
+    snakefile = (REPO / "Snakefile").read_text()
+    included = set(re.findall(r'^include: "workflow/rules/(\w+\.smk)"$', snakefile, re.M))
+    assert included == {p.name for p in (REPO / "workflow/rules").glob("*.smk")}
+    for rules in (REPO / "workflow/rules").glob("*.smk"):
+        assert "include:" not in rules.read_text(), f"{rules.name} includes another rule file"
+        # Only common.smk makes workflow/gicomm importable; the stages rely on it.
+        if rules.name != "common.smk":
+            assert "sys.path" not in rules.read_text(), rules.name
+            assert "config.get(" not in rules.read_text(), f"{rules.name} reads an undeclared key"

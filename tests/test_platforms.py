@@ -134,7 +134,7 @@ def _set(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
         (
             "platform_spec.clocks.user_may_lock",
             "yes",
-            ["'platform_spec.clocks.user_may_lock'", "'yes'", "wrong type", "boolean"],
+            ["'platform_spec.clocks.user_may_lock'", "'yes'", "wrong type", "true or false"],
         ),
         (
             "platform_spec.gpus.0.pcie_path",

@@ -6,6 +6,7 @@ jobs run in parallel."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -56,11 +57,24 @@ def test_slurm_profile_settings():
     assert "groups" not in p and "cores" not in p
 
 
-def test_local_profile_serializes_gpu_jobs_only():
+def test_local_profile_gives_timing_jobs_the_whole_host(tmp_path: Path):
+    from gicomm.config import load_campaign
+    from gicomm.layout import HOST_SHARES, Layout
+
     p = profile("local")
     assert p["cores"] == "all"
-    assert "gpu_jobs=1" in p["resources"]
-    assert "gpu_jobs=0" in p["default-resources"]
+    assert f"host_share={HOST_SHARES}" in p["resources"]
+    assert "host_share=1" in p["default-resources"]
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    layout = Layout(load_campaign({**cfg, "experiments": ["engine_ceiling"]}))
+    hw, build = tmp_path / "hardware.json", tmp_path / "build.json"
+    hw.write_text(json.dumps({"gpus": {"devices": []}, "rdma": {"devices": []}}))
+    build.write_text(json.dumps({"cuda": False}))
+    # engine_ceiling's batch holds CPU points (measured here) and GPU points (skipped here).
+    assert layout.host_share("engine_ceiling", 0, str(hw), str(build)) == HOST_SHARES
+    cfg_gpu = {**cfg, "experiments": ["gda_one_op"]}
+    gpu_only = Layout(load_campaign(cfg_gpu))
+    assert gpu_only.host_share("gda_one_op", 0, str(hw), str(build)) == 1  # only skips here
 
 
 def test_profile_name_slurm_resolves_from_the_repository_root(monkeypatch: pytest.MonkeyPatch):
@@ -222,15 +236,17 @@ def test_sbatch_options_per_platform(platform: str, nodes: int, expected: list[s
 
 
 # ---------------------------------------------------------------- the local profile at work
-def test_local_profile_runs_gpu_jobs_one_at_a_time_and_cpu_jobs_in_parallel(tmp_path: Path):
+def test_local_profile_runs_timing_jobs_alone_and_other_jobs_in_parallel(tmp_path: Path):
+    """Two timing jobs never overlap, nor a timing job and a figure or report job (the soak's two
+    points once ran together for 14 s); other jobs still share the cores."""
     (tmp_path / "Snakefile").write_text(
         textwrap.dedent(
             """
             rule all:
-                input: expand("gpu{i}", i=range(3)), expand("cpu{i}", i=range(3))
-            rule gpu:
-                output: "gpu{i}"
-                resources: gpu_jobs=1
+                input: expand("timing{i}", i=range(3)), expand("cpu{i}", i=range(4))
+            rule timing:
+                output: "timing{i}"
+                resources: host_share=100
                 shell: "date +%s.%N > {output}; sleep 1; date +%s.%N >> {output}"
             rule cpu:
                 output: "cpu{i}"
@@ -241,17 +257,17 @@ def test_local_profile_runs_gpu_jobs_one_at_a_time_and_cpu_jobs_in_parallel(tmp_
     out = snakemake(tmp_path, "--profile", str(REPO / "profiles/local"), "--cores", "3")
     assert out.returncode == 0, out.stderr[-3000:]
 
-    def spans(prefix: str) -> list[tuple[float, float]]:
+    def spans(prefix: str, n: int) -> list[tuple[float, float]]:
         return sorted(
             tuple(map(float, (tmp_path / f"{prefix}{i}").read_text().split()))  # type: ignore[misc]
-            for i in range(3)
+            for i in range(n)
         )
 
-    gpu = spans("gpu")
-    assert all(a[1] <= b[0] for a, b in zip(gpu, gpu[1:], strict=False)), (
-        f"GPU jobs overlapped: {gpu}"
-    )
-    cpu = spans("cpu")
+    timing, cpu = spans("timing", 3), spans("cpu", 4)
+    for t in timing:
+        others = [s for s in timing + cpu if s != t]
+        overlap = [s for s in others if s[0] < t[1] and t[0] < s[1]]
+        assert not overlap, f"a timing job {t} ran beside {overlap}"
     assert any(a[1] > b[0] for a, b in zip(cpu, cpu[1:], strict=False)), (
         f"CPU jobs never overlapped: {cpu}"
     )

@@ -39,9 +39,69 @@ def test_truncated_last_line_is_detected(tmp_path: Path):
 
 
 def test_other_schema_version_is_refused(tmp_path: Path):
-    p = write_jsonl(tmp_path / "a.jsonl", [make_record(schema_version=2)])
-    with pytest.raises(RecordError, match=r"a\.jsonl:1: record of schema_version 2"):
+    p = write_jsonl(tmp_path / "a.jsonl", [make_record(schema_version=3)])
+    with pytest.raises(RecordError, match=r"a\.jsonl:1: record of schema_version 3"):
         list(iter_records(p))
+
+
+def test_version_1_records_are_read_as_version_2(tmp_path: Path):
+    v1 = make_record(params={"transport": "mini-gda", "nic_backend": "softnic-cpu", "size": 8})
+    (r,) = iter_records(write_jsonl(tmp_path / "a.jsonl", [v1]))
+    assert r["schema_version"] == 2
+    assert r["params"] == {"size": 8}
+    assert (r["transport"], r["nic_backend"]) == ("mini-gda", "softnic-cpu")
+
+
+def test_a_version_1_record_naming_two_transports_is_refused(tmp_path: Path):
+    v1 = make_record(params={"transport": "mini-proxy", "size": 8})
+    p = write_jsonl(tmp_path / "a.jsonl", [v1])
+    with pytest.raises(RecordError, match="params.transport 'mini-proxy' differs from transport"):
+        list(iter_records(p))
+
+
+def test_version_2_records_keep_transport_and_backend_out_of_params(tmp_path: Path):
+    v2 = make_record(schema_version=2, params={"transport": "mini-gda", "size": 8})
+    with pytest.raises(RecordError, match="params"):
+        list(iter_records(write_jsonl(tmp_path / "a.jsonl", [v2])))
+    ok = make_record(schema_version=2, params={"size": 8}, measure_key="0123456789abcdef",
+                     topology="loopback", doorbell_target="uar-iomem", rdma_provider="emulated")  # fmt: skip
+    (r,) = iter_records(write_jsonl(tmp_path / "b.jsonl", [ok]))
+    assert r["topology"] == "loopback"
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ('"p50": 700.0, "p50": 1.0', "key 'p50' appears twice"),
+        ('"p50": NaN', "NaN is not a number JSON allows"),
+        ('"p50": Infinity', "Infinity is not a number JSON allows"),
+    ],
+)
+def test_duplicate_keys_and_non_finite_numbers_are_refused(tmp_path: Path, line, fragment):
+    """Python's json keeps the last of two keys and reads NaN; a record may do neither (a NaN p50
+    was silently dropped from the aggregate)."""
+    good = json.dumps(make_record())
+    bad = good.replace('"p50": 700.0', line)
+    p = tmp_path / "a.jsonl"
+    p.write_text(good + "\n" + bad + "\n")
+    with pytest.raises(RecordError, match=rf"a\.jsonl:2: malformed JSON: {fragment}"):
+        list(iter_records(p))
+
+
+def test_bad_lines_in_the_middle_are_each_named(tmp_path: Path):
+    """The tolerant reader the batch runner repairs partial files with: every bad line is named
+    with file:line, and the lines after it are still read."""
+    from gicomm.records import scan_records
+
+    good = json.dumps(make_record()).encode()
+    p = tmp_path / "a.jsonl"
+    p.write_bytes(b"\n".join([good, b"garbage", b"\xff\xfe", b"[[[" * 5000, good, good[:9]]))
+    lines = list(scan_records(p))
+    assert [(x.lineno, x.record is not None) for x in lines] == [
+        (1, True), (2, False), (3, False), (4, False), (5, True), (6, False)
+    ]  # fmt: skip
+    assert "a.jsonl:3: not UTF-8 text" in str(lines[2].error)
+    assert "a.jsonl:6: truncated last line" in str(lines[5].error)
 
 
 @pytest.mark.parametrize(

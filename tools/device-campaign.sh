@@ -19,7 +19,7 @@ set +e
 # only the missing points are measured.
 timeout --signal=INT --kill-after=30 "${DEADLINE_S:-86400}" \
   python3 -m snakemake --profile profiles/local --configfile "$cfg" --cores all \
-  --resources gpu_jobs=1 "$@" 2>&1 | tee "$out/snakemake.log"
+  "$@" 2>&1 | tee "$out/snakemake.log"
 status=${PIPESTATUS[0]}
 set -e
 echo "campaign $campaign: snakemake exit $status after $(( $(date +%s) - start )) s" | tee -a "$out/snakemake.log"

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# One device call for the NIC baselines (library_baselines; issue 6): build gicomm-bench-baselines and
-# its CUDA harnesses against the image's NVSHMEM and NCCL pip packages, run the driver on every point
-# of library_baselines (on a host without an RDMA NIC: every point skipped with its reason), run each
-# CUDA harness directly on one point (without a NIC: each fails at library init, with the library's
-# reason), and rerun the NVLink dissection briefly (the shared kernels and the NVSHMEM path moved).
+# One device call for the NIC baselines (library_baselines): build the CUDA harnesses against the
+# image's NVSHMEM and NCCL pip packages, run each directly on one point (without a NIC: each fails
+# at library init, with the library's reason), and rerun the NVLink dissection briefly. (The
+# pipeline's batch runner dispatches library_baselines points to these harnesses: gicomm.baselines.)
 #   native/baselines/device_nic.sh POINTS_DIR
-# POINTS_DIR holds library_baselines.points.jsonl, nvlink_dissection.points.jsonl and
+# POINTS_DIR holds nvlink_dissection.points.jsonl and
 # <transport>.points.jsonl for nvshmem-ibrc/-ibgda and nccl-gin-gdaki/-proxy. Output under $OUT.
 # Never changes clocks; NVLink multicast stays off.
 set -uo pipefail
@@ -24,17 +23,13 @@ log="$out/logs.txt"
 } > "$log" 2>&1
 nvshmem=$(python3 -c 'import nvidia.nvshmem as m; print(list(m.__path__)[0])' 2>/dev/null)
 nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
-targets="gicomm-bench-baselines gicomm-bench-baselines-nvshmem gicomm-bench-baselines-nccl-gin gicomm-bench-nvlink gicomm-bench-nvlink-nvshmem gicomm-bench-nvlink-nccl"
+targets="gicomm-bench-baselines-nvshmem gicomm-bench-baselines-nccl-gin gicomm-bench-nvlink gicomm-bench-nvlink-nvshmem gicomm-bench-nvlink-nccl"
 bdir=build/device-nic
 t0=$(date +%s)
 build_baselines_alone build/device-nic-src "$bdir" $targets >> "$log" 2>&1
 echo "build exit $? after $(( $(date +%s) - t0 )) s" | tee -a "$log"
 ls "$bdir/bin" >> "$log" 2>&1
 common=(--campaign dev --host dev --platform h200 --run-index 0 --provenance-id dev --nic-backend mlx5)
-echo "== gicomm-bench-baselines, every point of library_baselines" >> "$log"
-timeout 300 "$bdir/bin/gicomm-bench-baselines" --experiment library_baselines --points "$pts/library_baselines.points.jsonl" \
-  --out "$out/library_baselines.jsonl" --warmup 10 --iters 100 "${common[@]}" >> "$log" 2>&1
-echo "driver exit $?" | tee -a "$log"
 for t in nvshmem-ibrc nvshmem-ibgda nccl-gin-gdaki nccl-gin-proxy; do
   case $t in nvshmem*) prog=gicomm-bench-baselines-nvshmem ;; *) prog=gicomm-bench-baselines-nccl-gin ;; esac
   echo "== $prog directly, $t" >> "$log"

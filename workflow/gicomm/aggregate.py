@@ -19,34 +19,16 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-KEYS = [
-    "campaign",
-    "host",
-    "platform",
-    "experiment",
-    "transport",
-    "nic_backend",
-    "cpu_clock_state",
-    "metric",
-    "unit",
-]
-SUMMARY_STATS = [
-    "runs",
-    "p50",
-    "p50_min",
-    "p50_max",
-    "p50_ci_lo",
-    "p50_ci_hi",
-    "p99",
-    "p99_min",
-    "p99_max",
-    "n_samples_total",
-    "sm_clock_mhz",
-    "sm_clock_min_mhz",
-    "sm_clock_max_mhz",
-    "cpu_clock_mhz",
-]
-RATIO_COLUMNS = ["numerator", "denominator", "runs", "ratio", "ratio_min", "ratio_max"]
+from gicomm.columns import (
+    RATIO_COLUMNS,
+    SERIES_KEYS,
+    SUMMARY_STATS,
+    param_columns_of,
+    param_name,
+)
+
+# The series and statistic columns (one home: gicomm.columns); KEYS is the old name of the series.
+KEYS = SERIES_KEYS
 BOOTSTRAP_RESAMPLES = 2000
 REAL_NIC_BACKENDS = ("mlx5", "verbs")
 
@@ -58,23 +40,32 @@ OBSERVED_PREFIXES = ("cpu_mhz", "observed_")
 
 
 def is_observed(column: str) -> bool:
-    name = column.removeprefix("param_")
+    name = param_name(column)
     return name in OBSERVED_PARAMS or name.startswith(OBSERVED_PREFIXES)
 
 
 def param_columns(df: pd.DataFrame) -> list[str]:
     """The sweep parameters (param_ columns), observed values excluded."""
-    return sorted(c for c in df.columns if c.startswith("param_") and not is_observed(c))
+    return [c for c in param_columns_of(df.columns) if not is_observed(c)]
 
 
 def observed_columns(df: pd.DataFrame) -> list[str]:
-    return sorted(c for c in df.columns if c.startswith("param_") and is_observed(c))
+    return [c for c in param_columns_of(df.columns) if is_observed(c)]
 
 
 def ok_records(df: pd.DataFrame) -> pd.DataFrame:
+    """The ok records. An ok record always has a p50 (the record reader refuses NaN and an ok
+    record without stats), so one without is an error here, never a silently dropped value."""
     if df.empty or "status" not in df:
         return df.iloc[0:0]
-    return df[(df["status"] == "ok") & df["p50"].notna()]
+    ok = df[df["status"] == "ok"]
+    if ok["p50"].isna().any():
+        bad = ok[ok["p50"].isna()].iloc[0]
+        raise ValueError(
+            f"an ok record without a p50 in the tidy table: {bad['experiment']} point "
+            f"{bad.get('point_id')} metric {bad['metric']} run {bad['run_index']}"
+        )
+    return ok
 
 
 def bootstrap_median_ci(

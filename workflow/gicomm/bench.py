@@ -1,29 +1,46 @@
 """Run one batch of sweep points through a native benchmark driver.
 
-One Snakemake job = one batch of points of one experiment, one independent process run. The driver
-(native/bench/README.md) appends each finished point to a partial file that lives outside
-Snakemake's outputs, so a killed job keeps its finished points and the rerun measures only what is
-missing. A point that hangs or crashes the driver is recorded as failed and the batch goes on.
+One Snakemake job = one batch of points of one experiment, one independent process run. The job
+holds a lock of its own on the batch (a second live writer is refused, whatever Snakemake's locks
+say), hands the driver the points file (native/bench/README.md) and a fresh output file, and moves
+each finished point's records into the batch's partial file, stamped with the point's measure key.
+
+When is a point measured? Snakemake decides when the job runs again: its output is missing, the
+native build changed (the build summary is an input), the points, warm-up, iterations or timeouts
+changed (the rule's params), or the user forces it (`--forcerun bench_batch`). Every such run
+measures every point again; the records of the run before stay in the batch's history folder. A run
+that finds an unfinished measurement (the job was killed) resumes it: a point measured `ok` under
+the same measure key (driver binary, point, warm-up and iterations, timeouts, node) is kept, and
+every other point is measured (gicomm.ledger). A point that hangs or crashes the driver is recorded
+as failed with the driver's last words and the batch goes on; a point the host cannot run is
+recorded as skipped with the reason; a driver missing from the build is a build error.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import subprocess
+import signal
 import sys
-import time
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from gicomm.errors import GicommError, RecordError
+from gicomm.baselines import dispatch
+from gicomm.errors import BuildError, GicommError
 from gicomm.experiments import Experiment, Point
 from gicomm.fsutil import write_atomic
+from gicomm.ledger import Expect, Ledger
+from gicomm.locks import FileLock
 from gicomm.needs import unmet_needs
 from gicomm.probe import probe_node
-from gicomm.records import append_records, iter_records, new_record
+from gicomm.process import Ended, run_logged
+from gicomm.records import RecordIdentity, new_record
 
 EXIT_MISSING_HARDWARE = 3
+POINT_FIELDS = ("transport", "nic_backend")
 
 
 @dataclass(frozen=True)
@@ -38,11 +55,20 @@ class BatchJob:
     hardware: dict[str, Any]
     partial: Path
     output: Path
+    history: Path | None = None
     wait_ms: int = 2000
     point_s: int = 300
     max_nodes: int = 1
     may_lock_clocks: bool = False
     platform_spec: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def history_dir(self) -> Path:
+        return self.history or self.partial.with_suffix(".history")
+
+    def side_file(self, suffix: str) -> Path:
+        """A file of the runner beside the partial file (batch3.jsonl -> batch3<suffix>)."""
+        return self.partial.with_suffix(suffix)
 
 
 class HardwareMismatch(GicommError):
@@ -69,68 +95,182 @@ def log(msg: str) -> None:
     print(f"[gicomm] {msg}", file=sys.stderr, flush=True)
 
 
-def status_records(job: BatchJob, point: Point, status: str, error: str) -> list[dict[str, Any]]:
-    """Records saying why a point was not measured (one per metric, so every figure shows it)."""
-    return [
-        new_record(
-            campaign=job.campaign,
-            host=job.host,
-            platform=job.platform,
-            experiment=job.experiment.name,
-            transport=str(point.params.get("transport", "none")),
-            nic_backend=str(point.params.get("nic_backend", "none")),
-            params=point.params,
-            metric=metric,
-            unit="",
-            run_index=job.run_index,
-            provenance_id=job.hardware.get("provenance_id", "unknown"),
-            status=status,
-            error=error,
-            point_id=point.point_id,
+# ---- points --------------------------------------------------------------------------------------
+def point_parts(p: Point) -> tuple[str | None, str | None, dict[str, Any]]:
+    """A point's transport, NIC backend (None: the experiment's default) and other params."""
+    params = dict(p.params)
+    transport, backend = (
+        getattr(p, k, None) if getattr(p, k, None) is not None else params.get(k)
+        for k in POINT_FIELDS
+    )
+    for k in POINT_FIELDS:
+        params.pop(k, None)
+    return (
+        None if transport is None else str(transport),
+        None if backend is None else str(backend),
+        params,
+    )
+
+
+def point_line(p: Point, key: str) -> str:
+    """The points file line a driver reads: {point_id, transport, nic_backend, params}."""
+    transport, backend, params = point_parts(p)
+    line: dict[str, Any] = {"point_id": p.point_id, "measure_key": key}
+    if transport is not None:
+        line["transport"] = transport
+    if backend is not None:
+        line["nic_backend"] = backend
+    line["params"] = params
+    return json.dumps(line, sort_keys=True, allow_nan=False)
+
+
+
+# ---- what measures each point --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """How one point is measured: a program of the build (with env), the upstream runner, or
+    not at all (`status` skipped/failed with the reason)."""
+
+    program: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    one_transport: str | None = None  # a harness that serves one transport per process
+    upstream: bool = False
+    status: str | None = None
+    reason: str = ""
+
+
+def plan_points(job: BatchJob, node: dict[str, Any], build: dict[str, Any]) -> dict[str, Plan]:
+    e = job.experiment
+    bin_dir = job.build_dir / "bin"
+    nics = dispatch.scan_nics() if e.driver == dispatch.DISPATCHER else None
+    plans: dict[str, Plan] = {}
+    for p in job.points:
+        reasons = unmet_needs(e.needs_of(p), node, build, job.max_nodes, job.may_lock_clocks)
+        if reasons:
+            why = "not runnable on this host: " + "; ".join(reasons)
+            plans[p.point_id] = Plan(status="skipped", reason=why)
+            continue
+        if nics is None:
+            plans[p.point_id] = Plan(program=e.driver)
+            continue
+        transport, _, params = point_parts(p)
+        route = dispatch.route(transport or "", params, bin_dir, nics)
+        plans[p.point_id] = Plan(
+            program=route.program,
+            env=tuple(sorted(route.env.items())),
+            one_transport=transport if route.program else None,
+            upstream=route.upstream,
+            status=route.status,
+            reason=route.reason,
         )
-        for metric in job.experiment.metrics
+    for pid, plan in plans.items():
+        if plan.program and not (bin_dir / plan.program).is_file():
+            raise BuildError(
+                f"{e.name}: point {pid} can run on this host, but its driver "
+                f"{bin_dir / plan.program} does not exist: a build error (a misspelled `driver` "
+                f"in {e.path}, or a native build that failed or was cut short; rebuild with "
+                "`snakemake --forcerun build_native`)"
+            )
+    return plans
+
+
+def file_digest(path: Path) -> str:
+    st = path.stat()
+    return _digest(str(path), st.st_mtime_ns, st.st_size)
+
+
+@cache
+def _digest(path: str, mtime_ns: int, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def node_identity(node: dict[str, Any]) -> dict[str, Any]:
+    """What the node is for a measurement: its name, its GPUs and its RDMA devices."""
+    gpus = node.get("gpus", {}).get("devices", [])
+    return {
+        "hostname": node.get("hostname"),
+        "gpus": [g.get("uuid") or g.get("name") for g in gpus],
+        "rdma": [d.get("name") for d in node.get("rdma", {}).get("devices", [])],
+    }
+
+
+def measure_key(
+    job: BatchJob, p: Point, plan: Plan, node: dict[str, Any], build: dict[str, Any]
+) -> str:
+    """What point `p` is measured under, as 16 hex digits: the program (its binary's digest, or
+    the upstream sources' description), the build, the point, warm-up and iterations, timeouts
+    and the node. A point is kept from an unfinished measurement only under the same key."""
+    if plan.upstream:
+        program = dispatch.upstream_digest()
+    elif plan.program:
+        program = file_digest(job.build_dir / "bin" / plan.program)
+    else:
+        program = None
+    transport, backend, params = point_parts(p)
+    blob = {
+        "program": program,
+        "env": plan.env,
+        "build": build,
+        "experiment": job.experiment.name,
+        "point": [p.point_id, transport, backend, params],
+        "warmup": job.experiment.warmup,
+        "iters": job.experiment.iters,
+        "wait_ms": job.wait_ms,
+        "point_s": job.point_s,
+        "node": node_identity(node),
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ---- records -------------------------------------------------------------------------------------
+def identity(job: BatchJob, p: Point) -> RecordIdentity:
+    transport, backend, _ = point_parts(p)
+    return RecordIdentity(
+        campaign=job.campaign,
+        host=job.host,
+        platform=job.platform,
+        experiment=job.experiment.name,
+        transport=transport or "none",
+        nic_backend=backend or "none",
+        run_index=job.run_index,
+        provenance_id=str(job.hardware.get("provenance_id", "unknown")),
+        point_id=p.point_id,
+    )
+
+
+def status_records(job: BatchJob, point: Point, status: str, why: str) -> list[dict[str, Any]]:
+    """Records saying why a point was not measured (one per metric, so every figure shows it)."""
+    _, _, params = point_parts(point)
+    return [
+        new_record(identity(job, point), params=params, metric=m, unit="", status=status, error=why)
+        for m in job.experiment.metrics
     ]
 
 
-def finished_points(partial: Path) -> set[str]:
-    if not partial.exists():
-        return set()
-    try:
-        return {r["point_id"] for r in iter_records(partial) if "point_id" in r}
-    except RecordError as exc:
-        # A torn last line: keep the whole points before it, drop the torn one (it reruns).
-        log(f"{exc}; keeping the complete lines before it")
-        data = partial.read_bytes()
-        write_atomic(partial, data[: data.rfind(b"\n") + 1].decode())
-        return finished_points(partial)
-
-
-def driver_path(job: BatchJob) -> Path:
-    return job.build_dir / "bin" / job.experiment.driver
-
-
-def driver_argv(job: BatchJob, points_file: Path, backend: str | None = None) -> list[str]:
-    e = job.experiment
-    backend_flag = ["--nic-backend", backend] if backend else []
-    return [
-        str(driver_path(job)),
-        "--experiment", e.name,
-        "--points", str(points_file),
-        "--out", str(job.partial),
-        "--campaign", job.campaign,
-        "--host", job.host,
-        "--platform", job.platform,
-        "--run-index", str(job.run_index),
-        "--provenance-id", str(job.hardware.get("provenance_id", "unknown")),
-        "--warmup", str(e.warmup),
-        "--iters", str(e.iters),
-        "--timeout-ms", str(job.wait_ms),
-        *backend_flag,
-    ]  # fmt: skip
-
-
+# ---- the batch -----------------------------------------------------------------------------------
 def run_batch(job: BatchJob) -> None:
     job.partial.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(job.side_file(".lock")).acquire(
+        what=f"the bench job of {job.output}",
+        refusal=f"{job.output}: a second live writer of this batch is refused",
+    )
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        _run_locked(job, lock)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        lock.release()
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(f"terminated by signal {signum}; finished points are kept")
+
+
+def _run_locked(job: BatchJob, lock: FileLock) -> None:
     build = json.loads((job.build_dir / "gicomm_build.json").read_text())
     # On a described platform the job may land on any node: check this node, and fail early (the
     # scheduler retries elsewhere) when it lacks what the platform declares.
@@ -141,75 +281,116 @@ def run_batch(job: BatchJob) -> None:
             f"job landed on node {node.get('hostname')} without the declared hardware of platform "
             f"{job.platform}: {'; '.join(missing)}"
         )
-    done = finished_points(job.partial)
-    runnable = []
+    plans = plan_points(job, node, build)
+    by_id = {p.point_id: p for p in job.points}
+    keys = {pid: measure_key(job, by_id[pid], plan, node, build) for pid, plan in plans.items()}
+    expect = Expect(job.campaign, job.host, job.experiment.name, job.run_index, keys)
+    ledger = Ledger(job.partial, job.history_dir, expect)
+    ledger.resume(job.side_file(".driver.jsonl"), job.side_file(".points.jsonl"))
+
+    groups: dict[tuple[Any, ...], list[Point]] = {}
     for p in job.points:
-        reasons = unmet_needs(
-            job.experiment.needs_of(p), node, build, job.max_nodes, job.may_lock_clocks
-        )
-        if not reasons and not driver_path(job).exists():
-            reasons = [f"driver {job.experiment.driver} is not built on this host"]
-        if not reasons:
-            runnable.append(p)
-        elif p.point_id not in done:
-            why = "not runnable on this host: " + "; ".join(reasons)
-            log(f"{job.experiment.name} point {p.point_id}: {why}")
-            append_records(job.partial, status_records(job, p, "skipped", why))
-    # The NIC backend is chosen per process (--nic-backend): one driver run per backend.
-    by_backend: dict[str | None, list[Point]] = {}
-    for p in runnable:
-        backend = p.params.get("nic_backend")
-        by_backend.setdefault(None if backend is None else str(backend), []).append(p)
-    for backend, points in by_backend.items():
-        _measure(job, points, backend)
-    _publish(job)
+        plan = plans[p.point_id]
+        if p.point_id in ledger.measured():
+            continue
+        if plan.status:
+            log(f"{job.experiment.name} point {p.point_id}: {plan.status}: {plan.reason}")
+            ledger.add(p.point_id, status_records(job, p, plan.status, plan.reason))
+        elif plan.upstream:
+            _measure_upstream(job, ledger, p)
+        else:
+            key = (plan.program, plan.env, plan.one_transport)
+            groups.setdefault(key, []).append(p)
+    for (program, env, _), points in groups.items():
+        _measure(job, ledger, lock, points, program, dict(env))
+    n = ledger.publish(job.output, [p.point_id for p in job.points])
+    log(f"{job.experiment.name} run {job.run_index}: {n} records of {len(job.points)} points")
 
 
-def _measure(job: BatchJob, points: list[Point], backend: str | None) -> None:
-    attempts = 0
-    while True:
-        done = finished_points(job.partial)
-        todo = [p for p in points if p.point_id not in done]
+def driver_argv(job: BatchJob, program: str, points_file: Path, out: Path) -> list[str]:
+    """A driver reads each point's transport and NIC backend from the points file."""
+    e = job.experiment
+    return [
+        str(job.build_dir / "bin" / program),
+        "--experiment", e.name,
+        "--points", str(points_file),
+        "--out", str(out),
+        "--campaign", job.campaign,
+        "--host", job.host,
+        "--platform", job.platform,
+        "--run-index", str(job.run_index),
+        "--provenance-id", str(job.hardware.get("provenance_id", "unknown")),
+        "--warmup", str(e.warmup),
+        "--iters", str(e.iters),
+        "--timeout-ms", str(job.wait_ms),
+    ]  # fmt: skip
+
+
+def _measure(
+    job: BatchJob,
+    ledger: Ledger,
+    lock: FileLock,
+    points: list[Point],
+    program: str,
+    env: dict[str, str],
+) -> None:
+    """Run `program` over `points` until each has an outcome: a driver that dies is blamed on the
+    first point it had not finished, which is recorded as failed, and started again on the rest."""
+    scratch, points_file = job.side_file(".driver.jsonl"), job.side_file(".points.jsonl")
+    for _ in range(len(points) + 1):
+        todo = [p for p in points if p.point_id not in ledger.measured()]
         if not todo:
             return
-        attempts += 1
-        if attempts > len(points) + 1:
-            raise RuntimeError(f"{job.experiment.name}: driver made no progress; giving up")
         log(
-            f"{job.experiment.name} run {job.run_index}: {len(todo)} of {len(points)} points "
-            f"to measure ({len(done)} already finished)"
+            f"{job.experiment.name} run {job.run_index}: {program}: {len(todo)} of "
+            f"{len(points)} points to measure"
         )
-        points_file = job.partial.with_suffix(".points.jsonl")
-        write_atomic(points_file, "".join(p.to_json() + "\n" for p in todo))
-        t0 = time.monotonic()
-        limit = job.point_s * len(todo)
-        try:
-            argv = driver_argv(job, points_file, backend)
-            proc = subprocess.run(argv, timeout=limit, check=False)
-            code: int | str = proc.returncode
-        except subprocess.TimeoutExpired:
-            code = f"timeout after {limit} s"
-        if code == 0:
-            continue  # loop re-reads the partial file; every point should now be there
-        if code == EXIT_MISSING_HARDWARE:
-            why = "driver found the required hardware missing (see the job log)"
-            for p in todo:
-                append_records(job.partial, status_records(job, p, "skipped", why))
-            return
-        # The driver died: blame the first point it had not finished, record it, go on.
-        done_now = finished_points(job.partial)
-        culprit = next(p for p in todo if p.point_id not in done_now)
-        elapsed = time.monotonic() - t0
-        why = (
-            f"driver {job.experiment.driver} exited ({code}) while measuring this point "
-            f"after {elapsed:.1f} s"
+        keys = ledger.expect.keys
+        write_atomic(points_file, "".join(point_line(p, keys[p.point_id]) + "\n" for p in todo))
+        scratch.unlink(missing_ok=True)
+        ended = run_logged(
+            driver_argv(job, program, points_file, scratch),
+            deadline_s=job.point_s * len(todo),
+            env=env,
+            pass_fds=[lock.fd] if lock.fd is not None else [],
         )
-        log(f"{job.experiment.name}: point {culprit.point_id} failed: {why}")
-        append_records(job.partial, status_records(job, culprit, "failed", why))
+        failures = ledger.harvest(scratch, {p.point_id: keys[p.point_id] for p in todo})
+        points_file.unlink(missing_ok=True)
+        for pid, why in failures.items():
+            ledger.add(pid, status_records(job, _point(todo, pid), "failed", why))
+        _after_driver(job, ledger, todo, ended)
+    raise GicommError(f"{job.experiment.name}: {program} made no progress; giving up")
 
 
-def _publish(job: BatchJob) -> None:
-    """Write this batch's records (validated) to the job's declared output, atomically."""
-    wanted = {p.point_id for p in job.points}
-    kept = [r for r in iter_records(job.partial) if r.get("point_id") in wanted]
-    write_atomic(job.output, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+def _point(points: list[Point], pid: str) -> Point:
+    return next(p for p in points if p.point_id == pid)
+
+
+def _after_driver(job: BatchJob, ledger: Ledger, todo: list[Point], ended: Ended) -> None:
+    left = [p for p in todo if p.point_id not in ledger.measured()]
+    if not left:
+        return
+    if ended.code == EXIT_MISSING_HARDWARE:
+        why = "not runnable on this host: " + ended.describe()
+        for p in left:
+            ledger.add(p.point_id, status_records(job, p, "skipped", why))
+        return
+    if ended.ok:  # exited 0 without recording some points: each is a failure of its own
+        for p in left:
+            why = f"{ended.program} exited 0 without recording this point"
+            ledger.add(p.point_id, status_records(job, p, "failed", why))
+        return
+    culprit = left[0]
+    why = f"{ended.describe()} (while measuring this point; the job log has its output)"
+    log(f"{job.experiment.name}: point {culprit.point_id} failed: {why}")
+    ledger.add(culprit.point_id, status_records(job, culprit, "failed", why))
+
+
+def _measure_upstream(job: BatchJob, ledger: Ledger, p: Point) -> None:
+    """A library baseline that runs its project's own test program (gicomm.baselines)."""
+    params = point_parts(p)[2]
+    try:
+        records = dispatch.run_upstream(identity(job, p), params, ledger.path)
+    except (OSError, ValueError, KeyError, GicommError) as exc:
+        records = status_records(job, p, "failed", f"{type(exc).__name__}: {exc}")
+    ledger.add(p.point_id, records)

@@ -6,7 +6,9 @@ naming the file, the key, the value and what is allowed.
 
 from __future__ import annotations
 
+import re
 import socket
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,11 @@ from gicomm import CONFIG_DIR, REPO_ROOT
 from gicomm.errors import ConfigError
 from gicomm.experiments import Experiment, load_experiment
 from gicomm.schema import apply_defaults, load_schema, validate
-from gicomm.yamlio import load_yaml
+from gicomm.yamlio import MAX_EXPANDED, load_yaml
 
 ARCHIVE_DIR = REPO_ROOT / "results" / "archive"
+_INTEGER = re.compile(r"[-+]?[0-9]+")
+_NUMBER = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class Campaign:
     timeouts: dict[str, Any]
     experiments: dict[str, Experiment]
     archived: tuple[str, ...]
+    baselines_file: Path = REPO_ROOT / "config" / "baselines.yaml"
     platform_spec: dict[str, Any] = field(repr=False, default_factory=dict)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
@@ -89,17 +94,77 @@ def load_platform_spec(cfg: dict[str, Any], source: str, config_dir: Path) -> di
     return doc["platform_spec"]
 
 
+def check_config_files(paths: Iterable[str | Path]) -> None:
+    """Read each config file again as gicomm reads YAML (Snakemake read it before the workflow
+    started, keeping the last of two equal keys): a key given twice, an alias bomb or a malformed
+    file fails here with file:line."""
+    for path in paths:
+        load_yaml(path)
+
+
+def values_in(value: Any, memo: dict[int, int] | None = None) -> int:
+    """How many values `value` holds, a shared list or mapping counted at each place it appears,
+    without walking it more than once (so an aliased structure is measured, not expanded)."""
+    memo = {} if memo is None else memo
+    if not isinstance(value, Mapping | list):
+        return 1
+    if id(value) in memo:
+        return memo[id(value)]
+    memo[id(value)] = 1  # a structure that contains itself counts once
+    children = list(value.values()) if isinstance(value, Mapping) else value
+    memo[id(value)] = 1 + sum(values_in(c, memo) for c in children)
+    return memo[id(value)]
+
+
+def from_command_line(value: Any, schema: dict[str, Any]) -> Any:
+    """A --config value as its schema types it: Snakemake parses the inside of --config
+    'timeouts={"wait_ms": 1}' as strings ('1'), which would fail as the wrong type. A string
+    becomes an integer, number, boolean or null only where the schema allows that type and not a
+    string; anything else is left for validation to name."""
+    if isinstance(value, Mapping):
+        props = schema.get("properties", {})
+        return {k: from_command_line(v, props.get(k, {})) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_command_line(v, schema.get("items", {})) for v in value]
+    types = schema.get("type", [])
+    types = [types] if isinstance(types, str) else types
+    if not isinstance(value, str) or "string" in types:
+        return value
+    if "integer" in types and _INTEGER.fullmatch(value):
+        return int(value)
+    if "number" in types and _NUMBER.fullmatch(value):
+        return float(value)
+    if "boolean" in types and value in ("true", "false"):
+        return value == "true"
+    if "null" in types and value in ("null", "~"):
+        return None
+    return value
+
+
 def load_campaign(
     config: dict[str, Any],
     source: str = "config",
     config_dir: Path = CONFIG_DIR,
     archive_dir: Path = ARCHIVE_DIR,
+    command_line: Iterable[str] = (),
 ) -> Campaign:
-    """Validate a Snakemake `config` mapping and resolve it into a Campaign."""
+    """Validate a Snakemake `config` mapping and resolve it into a Campaign; `command_line` names
+    the keys given with --config (typed by the schema: from_command_line)."""
     if not isinstance(config, dict) or not config:
         raise ConfigError(
             f"{source}: empty configuration; expected a mapping with 'campaign' and 'platform'"
         )
+    too_big = [k for k, v in config.items() if values_in(v) > MAX_EXPANDED]
+    if too_big:
+        raise ConfigError(
+            f"{source}: {', '.join(map(repr, too_big))}: more than {MAX_EXPANDED:,} values "
+            "(an alias bomb?); refused before anything walks it"
+        )
+    props = load_schema("config")["properties"]
+    config = {
+        k: from_command_line(v, props.get(k, {})) if k in command_line else v
+        for k, v in config.items()
+    }
     problems = validate(config, "config", source)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
@@ -141,6 +206,7 @@ def load_campaign(
         timeouts=cfg["timeouts"],
         experiments=experiments,
         archived=tuple(archived),
+        baselines_file=REPO_ROOT / cfg["baselines_file"],
         platform_spec=platform_spec,
         raw=cfg,
     )

@@ -12,3 +12,8 @@ class ConfigError(GicommError):
 
 class RecordError(GicommError):
     """A raw record file is malformed, truncated or of another schema version."""
+
+
+class BuildError(GicommError):
+    """The native build lacks a program the campaign needs (a misspelled driver, a failed or
+    partial build): not a property of the host, so never recorded as a skipped point."""

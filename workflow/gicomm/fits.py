@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from gicomm.aggregate import param_columns
+from gicomm.columns import SERIES_KEYS, param_column, param_name
 
 MIN_CLOCKS = 3  # distinct SM clocks needed before a clock fit means anything
 # Names a driver may give the locked SM clock it swept (the fit uses the measured clock itself).
@@ -156,11 +157,11 @@ def first_reaching(x: Sequence[float], y: Sequence[float], level: float) -> floa
 def clock_fits(summary: pd.DataFrame) -> pd.DataFrame:
     """Clock fit of every (campaign, host, experiment, transport, backend, metric, other params)
     series of the summary that was measured at three or more SM clocks."""
-    cols = ["campaign", "host", "experiment", "transport", "nic_backend", "metric", "unit"]
+    cols = [c for c in SERIES_KEYS if c not in ("platform", "cpu_clock_state")]
     out_cols = [*cols, "series", *ClockFit.__dataclass_fields__]
     if summary.empty:
         return pd.DataFrame(columns=out_cols)
-    clock_params = {f"param_{n}" for n in CLOCK_PARAMS}
+    clock_params = {param_column(n) for n in CLOCK_PARAMS}
     others = [c for c in param_columns(summary) if c not in clock_params]
     d = summary.copy()
     d[others] = d[others].astype(str)
@@ -170,7 +171,7 @@ def clock_fits(summary: pd.DataFrame) -> pd.DataFrame:
         if fit is None:
             continue
         series = ", ".join(
-            f"{c.removeprefix('param_')}={v}"
+            f"{param_name(c)}={v}"
             for c, v in zip(others, key[len(cols) :], strict=True)
             if v not in ("nan", "None", "")
         )

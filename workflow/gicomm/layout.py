@@ -1,24 +1,59 @@
-"""Where every file of a campaign lives, and which files each stage needs.
+"""Where every file of a campaign lives, and which files each stage needs: the one place that spells
+a path. Rules use the patterns below (with Snakemake wildcards); Python code formats them.
 
 results/<campaign>/hosts/<host>/hardware.json     host probe and provenance
 results/<campaign>/raw/<exp>/<host>/run<r>/batch<b>.jsonl   raw records (one job each)
 results/<campaign>/partial/...                    per-point progress of running jobs (kept on kill)
-results/<campaign>/tidy/{records,summary}.csv     tidy tables
+results/<campaign>/history/...                    records of earlier measurements (kept, not used)
+results/<campaign>/tidy/records.csv               tidy table
+results/<campaign>/aggregate/{summary,ratios,clock_fits}.csv   aggregates over runs
 results/<campaign>/report/                        HTML report, figures
+results/<campaign>/logs/                          every job's log
 results/archive/<campaign>/{hosts,raw}/           committed campaigns (same layout for raw/hosts)
 results/combined/records.csv                      every reported campaign in one table
+results/<campaign>/report/combined/               the page across campaigns, per configured campaign
 build/<host>/                                     native build per host type
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gicomm import REPO_ROOT
 from gicomm.config import Campaign
+from gicomm.errors import ConfigError
+from gicomm.needs import unmet_needs
 
 RESULTS = Path("results")
+# ---- path patterns ({campaign}, {host}, {experiment}, {run}, {batch} are Snakemake wildcards) ----
+HARDWARE = "results/{campaign}/hosts/{host}/hardware.json"
+BUILD_SUMMARY = "build/{host}/gicomm_build.json"
+BUILD_LOG = "build/{host}.log"
+BATCH = "{experiment}/{host}/run{run}/batch{batch}"
+RAW_BATCH = "results/{campaign}/raw/" + BATCH + ".jsonl"
+PARTIAL_BATCH = "results/{campaign}/partial/" + BATCH + ".jsonl"
+HISTORY_BATCH = "results/{campaign}/history/" + BATCH
+BENCH_LOG = "results/{campaign}/logs/bench/" + BATCH + ".log"
+TIDY_RECORDS = "results/{campaign}/tidy/records.csv"
+SUMMARY = "results/{campaign}/aggregate/summary.csv"
+RATIOS = "results/{campaign}/aggregate/ratios.csv"
+CLOCK_FITS = "results/{campaign}/aggregate/clock_fits.csv"
+REPORT_INDEX = "results/{campaign}/report/index.html"
+EXPORT_ZIP = "results/{campaign}/export/{campaign}-report.zip"
+COMBINED_RECORDS = "results/combined/records.csv"
+COMBINED_REPORT = "results/{campaign}/report/combined/index.html"  # beside the configured campaign
+# Every job of the local profile takes one share of the host (profiles/local/profile.yaml declares
+# this many); a timing job that measures here takes them all, so it never runs beside another job.
+HOST_SHARES = 100
+# A raw file of a campaign (current or archived): what its path says its records are.
+_RAW_PATH = re.compile(
+    r"(?:^|/)results/(?:archive/)?(?P<campaign>[^/]+)/raw/(?P<experiment>[^/]+)/(?P<host>[^/]+)/"
+    r"run(?P<run>\d+)(?:/[^/]+)?\.jsonl$"
+)
 NATIVE_SOURCE_SUFFIXES = {".h", ".hpp", ".cuh", ".c", ".cc", ".cpp", ".cu", ".cmake", ".in"}
 # The performance model's outputs per campaign (workflow/rules/model.smk; the validation and the
 # platform's predictions are made once, under results/model/).
@@ -28,29 +63,102 @@ MODEL_FIGURES = ("model_validation", "model_beside_measured", "model_predictions
 ARCHIVE = RESULTS / "archive"
 
 
+@dataclass(frozen=True)
+class RawFile:
+    """A raw record file and what its path says about its records (None: the path does not say);
+    `points`: the point ids a batch file must hold."""
+
+    path: Path
+    campaign: str | None = None
+    experiment: str | None = None
+    host: str | None = None
+    run_index: int | None = None
+    points: tuple[str, ...] | None = None
+
+
+def raw_file_of(path: str | Path, points: list[str] | None = None) -> RawFile:
+    m = _RAW_PATH.search(Path(path).as_posix())
+    if not m:
+        return RawFile(Path(path), points=tuple(points) if points is not None else None)
+    return RawFile(
+        Path(path),
+        campaign=m["campaign"],
+        experiment=m["experiment"],
+        host=m["host"],
+        run_index=int(m["run"]),
+        points=tuple(points) if points is not None else None,
+    )
+
+
 class Layout:
     def __init__(self, campaign: Campaign, root: Path = REPO_ROOT) -> None:
         self.c = campaign
         self.root = root
 
-    # ---- per-job paths (wildcard functions) -----------------------------------------------
-    def hardware_json(self) -> str:
-        return "results/{campaign}/hosts/{host}/hardware.json"
+    def check_folders(self, workdir: Path) -> None:
+        """Every folder a campaign writes (under Snakemake's working directory) must be a folder
+        or not exist yet: a file in the way is refused here, with one line, instead of failing
+        deep in Snakemake."""
+        folders = [
+            RESULTS,
+            RESULTS / self.c.name,
+            RESULTS / "combined",
+            Path("build"),
+            Path("build") / self.c.host,
+        ]
+        for f in folders:
+            path = workdir / f
+            if path.exists() and not path.is_dir():
+                raise ConfigError(
+                    f"{f} is a file, but campaign {self.c.name} writes its results into a folder "
+                    "of that name: move the file away (or choose another campaign or host name)"
+                )
 
-    def build_summary(self) -> str:
-        return "build/{host}/gicomm_build.json"
+    # ---- per-job paths ------------------------------------------------------------------------
+    def batch_paths(self, experiment: str, host: str, run: str, batch: str) -> dict[str, str]:
+        """The runner's own files of one batch: its partial records and its history folder."""
+        w = {"campaign": self.c.name, "experiment": experiment, "host": host}
+        w |= {"run": run, "batch": batch}
+        return {"partial": PARTIAL_BATCH.format(**w), "history": HISTORY_BATCH.format(**w)}
 
-    def partial(self, experiment: str, host: str, run: str, batch: str) -> str:
-        return f"results/{self.c.name}/partial/{experiment}/{host}/run{run}/batch{batch}.jsonl"
+    def host_share(self, experiment: str, batch: int, hardware: str, build: str) -> int:
+        """The host shares a bench job takes: all of them when it will measure on this host (a
+        point of its batch has what it needs here, by the probe and the build), so it runs alone;
+        one when it only records skipped points, so it runs beside other jobs."""
+        e = self.c.experiments[experiment]
+        node = json.loads(Path(hardware).read_text())
+        built = json.loads(Path(build).read_text())
+        for p in e.batches(self.c.sweep)[batch]:
+            needs = e.needs_of(p)
+            if not unmet_needs(needs, node, built, self.c.max_nodes, self.c.may_lock_clocks):
+                return HOST_SHARES
+        return 1
 
-    def gpu_jobs(self, experiment: str) -> int:
-        """Jobs that touch a GPU take the `gpu_jobs` resource, so the local profile runs one at a
-        time per GPU; CPU-only experiments run in parallel."""
-        e = self.c.experiments.get(experiment)
-        if e is None:
-            return 0
-        needs = [e.needs] + [n for _, n in e.needs_when]
-        return 1 if any(n.get("gpus", 0) > 0 for n in needs) else 0
+    def bench_params(self, experiment: str, batch: int) -> dict[str, Any]:
+        """What a bench job measures under, besides the native build: the batch's points, warm-up
+        and iterations, the timeouts and what the platform declares per node. Snakemake runs the
+        job again (and it measures again) when any of these change."""
+        e = self.c.experiments[experiment]
+        spec = self.c.platform_spec
+        return {
+            "experiment": experiment,
+            "driver": e.driver,
+            "sweep": self.c.sweep,
+            "batch": batch,
+            "points": [p.point_id for p in e.batches(self.c.sweep)[batch]],
+            "warmup": e.warmup,
+            "iters": e.iters,
+            "wait_ms": self.c.timeouts["wait_ms"],
+            "point_s": e.point_s or self.c.timeouts["point_s"],
+            "platform": self.c.platform,
+            "max_nodes": self.c.max_nodes,
+            "may_lock_clocks": self.c.may_lock_clocks,
+            "declared": {
+                **({"template": spec["template"]} if "template" in spec else {}),
+                "gpu": {"per_node": (spec.get("gpu") or {}).get("per_node") or 0},
+                "nics": [n.get("name") for n in spec.get("nics") or []],
+            },
+        }
 
     # ---- campaigns ------------------------------------------------------------------------
     def is_archived(self, campaign: str) -> bool:
@@ -65,13 +173,19 @@ class Layout:
                 str(p.relative_to(self.root))
                 for p in (self.root / ARCHIVE / campaign / "raw").rglob("*.jsonl")
             )
-        files = []
+        return list(self.batch_points(campaign))
+
+    def batch_points(self, campaign: str) -> dict[str, list[str]]:
+        """Every raw batch file of the configured campaign and the point ids it must hold."""
+        if self.is_archived(campaign):
+            return {}
+        files = {}
         for name, e in self.c.experiments.items():
             for run in range(self.c.runs_of(e)):
-                for batch in range(len(e.batches(self.c.sweep))):
-                    files.append(
-                        f"results/{campaign}/raw/{name}/{self.c.host}/run{run}/batch{batch}.jsonl"
-                    )
+                for batch, points in enumerate(e.batches(self.c.sweep)):
+                    w = {"campaign": campaign, "experiment": name, "host": self.c.host}
+                    path = RAW_BATCH.format(**w, run=run, batch=batch)
+                    files[path] = [p.point_id for p in points]
         return files
 
     def hardware_files(self, campaign: str) -> list[str]:
@@ -80,7 +194,7 @@ class Layout:
                 str(p.relative_to(self.root))
                 for p in (self.root / ARCHIVE / campaign / "hosts").glob("*/hardware.json")
             )
-        return [f"results/{campaign}/hosts/{self.c.host}/hardware.json"]
+        return [HARDWARE.format(campaign=campaign, host=self.c.host)]
 
     def experiments_of(self, campaign: str) -> list[str]:
         if self.is_archived(campaign):
@@ -115,14 +229,16 @@ class Layout:
         )
 
     def all_targets(self) -> list[str]:
-        targets = []
+        # The campaign's raw batch files are targets themselves: one that is missing (deleted, or
+        # its job killed while a forced rerun measured it again) is measured even where the
+        # tables made from it are still there.
+        targets = self.raw_files(self.c.name)
         for c in self.reported_campaigns():
-            targets.append(f"results/{c}/export/{c}-report.zip")
+            targets.append(EXPORT_ZIP.format(campaign=c))
             targets += [f"results/{c}/model/{f}" for f in MODEL_OUTPUTS]
             if "nvlink_dissection" in self.experiments_of(c):
                 targets.append(f"results/{c}/tidy/nvlink_dissection.csv")
-        combined = f"results/{self.c.name}/report/combined/index.html"
-        return [*targets, "results/combined/records.csv", combined]
+        return [*targets, COMBINED_RECORDS, COMBINED_REPORT.format(campaign=self.c.name)]
 
     def describe(self) -> dict[str, Any]:
         return {"campaign": self.c.name, "host": self.c.host, "archived": list(self.c.archived)}

@@ -27,6 +27,22 @@ def validator(name: str) -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
+# JSON Schema type names in words.
+TYPE_WORDS = {
+    "array": "a list",
+    "object": "a mapping",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+def type_words(types: str | list[str]) -> str:
+    return " or ".join(TYPE_WORDS.get(t, t) for t in ([types] if isinstance(types, str) else types))
+
+
 def key_path(path: Any) -> str:
     """Render a jsonschema path deque as a dotted key: native.cuda_archs, sweep.qps[2]."""
     out = ""
@@ -61,14 +77,21 @@ def describe(error: jsonschema.ValidationError) -> str:
             f"'{key}': value {value!r} does not match the allowed pattern {error.validator_value}"
         )
     if v == "type":
-        return f"'{key}': value {value!r} has the wrong type; allowed: {error.validator_value}"
+        return (
+            f"'{key}': value {value!r} has the wrong type; allowed: "
+            f"{type_words(error.validator_value)}"
+        )
+    if v in ("maxLength", "minLength"):
+        how = "long" if v == "maxLength" else "short"
+        shown = value if len(str(value)) <= 40 else f"{str(value)[:37]}..."
+        return f"'{key}': value {shown!r} is too {how} ({v} {error.validator_value})"
     if v == "oneOf":
         options = []
         for sub in error.validator_value:
             if "const" in sub:
                 options.append(repr(sub["const"]))
             elif "type" in sub:
-                options.append(f"a {sub['type']}")
+                options.append(type_words(sub["type"]))
         allowed = " or ".join(options) if options else "one of the schema's alternatives"
         return f"'{key}': value {value!r} is not allowed; allowed: {allowed}"
     if v == "not":

@@ -4,7 +4,8 @@ The rules take their `resources:` from here (workflow/rules/common.smk: platform
 a job asks Slurm for (partition, account, QoS, node feature, GPUs spelled --gres or --gpus, time
 limit, memory, CPUs, whole nodes for timing jobs, two nodes with one task each) is data in the
 platform file's `slurm:` section (config/platforms/<name>.yaml, documented in docs/clusters.md).
-The local executor ignores these resources; only gpu_jobs (the rules' own) is limited by a profile.
+The local executor ignores these resources; only host_share (the rules' own) is limited by a
+profile.
 """
 
 from __future__ import annotations

@@ -1,28 +1,31 @@
-# Aggregation: raw JSONL -> tidy table per campaign (one row per record) -> aggregates across
-# independent process runs (p50/p99, spread, bootstrap CI), same-run transport ratios and clock
-# fits; and one combined table across every reported campaign.
+# Aggregation: raw JSONL -> tidy table per campaign (one row per record, after checking that the
+# campaign holds each point of each run once and nothing foreign) -> aggregates across independent
+# process runs (p50/p99, spread, bootstrap CI), same-run transport ratios and clock fits; and one
+# combined table across every reported campaign.
 
 
 rule tidy_campaign:
     input:
         lambda w: LAYOUT.raw_files(w.campaign),
     output:
-        records="results/{campaign}/tidy/records.csv",
+        records=paths.TIDY_RECORDS,
     log:
         "results/{campaign}/logs/tidy.log",
     conda:
         "../../envs/pipeline.yaml"
+    params:
+        points=lambda w: LAYOUT.batch_points(w.campaign),
     script:
         "../scripts/tidy_campaign.py"
 
 
 rule aggregate_runs:
     input:
-        records="results/{campaign}/tidy/records.csv",
+        records=paths.TIDY_RECORDS,
     output:
-        summary="results/{campaign}/aggregate/summary.csv",
-        ratios="results/{campaign}/aggregate/ratios.csv",
-        fits="results/{campaign}/aggregate/clock_fits.csv",
+        summary=paths.SUMMARY,
+        ratios=paths.RATIOS,
+        fits=paths.CLOCK_FITS,
     log:
         "results/{campaign}/logs/aggregate.log",
     wildcard_constraints:
@@ -35,11 +38,9 @@ rule aggregate_runs:
 
 rule combine_campaigns:
     input:
-        expand(
-            "results/{campaign}/tidy/records.csv", campaign=LAYOUT.reported_campaigns()
-        ),
+        expand(paths.TIDY_RECORDS, campaign=LAYOUT.reported_campaigns()),
     output:
-        "results/combined/records.csv",
+        paths.COMBINED_RECORDS,
     log:
         "results/combined/logs/combine.log",
     conda:

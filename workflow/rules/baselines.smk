@@ -1,21 +1,13 @@
-# Library baselines (config/baselines.yaml; issue 6). Each source (a pip package at a pinned
-# version, a git commit with its build steps, or an existing install) is prepared into
-# build/baselines/<source>/, whose manifest.json names the prepared root; `snakemake baselines`
-# prepares every source in `use`. Upstream benchmark logs (nccl-tests, NVSHMEM perftest, DeepEP,
-# UCCL-EP, MSCCL++, perftest, fabric-debug) become records through their parsers.
-import sys as _bl_sys
-from pathlib import Path as _BlPath
-
-_BL_REPO = _BlPath(str(workflow.current_basedir)).parents[1]
-_bl_sys.path.insert(0, str(_BL_REPO / "workflow"))
-
+# Library baselines (config/baselines.yaml, or the file the `baselines_file` key names). Each source
+# (a pip package at a pinned version, a git commit with its build steps, or an existing install) is
+# prepared into build/baselines/<source>/, whose manifest.json names the prepared root; `snakemake
+# baselines` prepares every source in `use`. Upstream benchmark logs (nccl-tests, NVSHMEM perftest,
+# DeepEP, UCCL-EP, MSCCL++, perftest, fabric-debug) become records through their parsers. The
+# library_baselines points themselves are measured by bench_batch (gicomm.baselines.dispatch).
 from gicomm.baselines.parsers import parser_names  # noqa: E402
 from gicomm.baselines.sources import load_baselines  # noqa: E402
 
-BASELINES_FILE = str(
-    config.get("baselines_file", _BL_REPO / "config" / "baselines.yaml")
-)
-BASELINES = load_baselines(BASELINES_FILE)
+BASELINES = load_baselines(CAMPAIGN.baselines_file)
 
 
 rule baselines:
@@ -36,8 +28,8 @@ rule baseline_source:
         "../../envs/native.yaml"
     threads: 2
     params:
-        baselines_file=BASELINES_FILE,
-        cuda_archs=config.get("native", {}).get("cuda_archs", "90"),
+        baselines_file=str(CAMPAIGN.baselines_file),
+        cuda_archs=CAMPAIGN.native["cuda_archs"],
     script:
         "../scripts/baseline_source.py"
 
@@ -51,18 +43,17 @@ rule baseline_parse_log:
         "results/{campaign}/logs/upstream/{experiment}/{host}/run{run}/{tool}.log",
     wildcard_constraints:
         tool="|".join(parser_names()),
-        run=r"\d+",
     conda:
         "../../envs/pipeline.yaml"
     params:
-        platform=config.get("platform", "local"),
+        platform=CAMPAIGN.platform,
     script:
         "../scripts/baseline_parse.py"
 
 
 rule nvlink_dissection_table:
     input:
-        "results/{campaign}/aggregate/summary.csv",
+        paths.SUMMARY,
     output:
         "results/{campaign}/tidy/nvlink_dissection.csv",
     log:

@@ -6,9 +6,9 @@ rule build_native:
     input:
         LAYOUT.native_sources(),
     output:
-        summary="build/{host}/gicomm_build.json",
+        summary=paths.BUILD_SUMMARY,
     log:
-        "build/{host}.log",
+        paths.BUILD_LOG,
     conda:
         "../../envs/native.yaml"
     threads: CAMPAIGN.native["build_jobs"]

@@ -1,23 +1,49 @@
-# Shared helpers: the validated campaign, wildcard constraints, and the target lists of each stage.
+# Shared helpers: the validated campaign, the run lock, wildcard constraints, and the target lists
+# of each stage. The only place that makes workflow/gicomm importable for the rules.
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from gicomm.config import load_campaign  # noqa: E402
+from gicomm import layout as paths  # noqa: E402
+from gicomm import targets  # noqa: E402
+from gicomm.config import check_config_files, load_campaign  # noqa: E402
 from gicomm.errors import GicommError  # noqa: E402
 from gicomm.layout import Layout  # noqa: E402
-from gicomm import targets  # noqa: E402
 from gicomm.slurm import slurm_resources  # noqa: E402
+from gicomm.smk import claim_run_lock, refuse_second_run  # noqa: E402
 
-try:
-    CAMPAIGN = load_campaign(
-        config, source="config (config/config.yaml and --config/--configfile)"
-    )
+DEFAULT_CONFIG = "config/config.yaml"
+try:  # gicomm's reading first: a malformed file is named with its line, not "not valid YAML"
+    check_config_files([DEFAULT_CONFIG] if Path(DEFAULT_CONFIG).exists() else [])
 except GicommError as exc:
     raise WorkflowError(str(exc)) from None
 
-LAYOUT = Layout(CAMPAIGN)
+
+configfile: DEFAULT_CONFIG
+
+
+try:
+    check_config_files(workflow.configfiles)
+    CAMPAIGN = load_campaign(
+        config,
+        source="config (config/config.yaml and --config/--configfile)",
+        command_line=workflow.config_settings.config,
+    )
+    LAYOUT = Layout(CAMPAIGN)
+    LAYOUT.check_folders(Path.cwd())
+except GicommError as exc:
+    raise WorkflowError(str(exc)) from None
+
+if workflow.is_main_process:
+    claim_run_lock(Path.cwd())
+
+
+onstart:
+    try:
+        refuse_second_run(Path.cwd())
+    except GicommError as exc:
+        raise WorkflowError(str(exc)) from None
 
 
 wildcard_constraints:

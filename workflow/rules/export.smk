@@ -4,12 +4,12 @@
 
 rule export_report:
     input:
-        index="results/{campaign}/report/index.html",
-        records="results/{campaign}/tidy/records.csv",
-        summary="results/{campaign}/aggregate/summary.csv",
+        index=paths.REPORT_INDEX,
+        records=paths.TIDY_RECORDS,
+        summary=paths.SUMMARY,
         hardware=lambda w: LAYOUT.hardware_files(w.campaign),
     output:
-        "results/{campaign}/export/{campaign}-report.zip",
+        paths.EXPORT_ZIP,
     log:
         "results/{campaign}/logs/export.log",
     conda:

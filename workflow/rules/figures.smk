@@ -3,10 +3,7 @@
 # the campaign (one job), each paper table with its rows first and ours under them (3-16; 15 is
 # qualitative; gicomm.tables); and one comparison figure per experiment across campaigns (one job,
 # for the configured campaign's combined page). PNG and SVG. claims.smk (claim checks) is included
-# here, before the rules that use it.
-
-
-include: "claims.smk"
+# from the Snakefile before this file.
 
 
 rule paper_figures:

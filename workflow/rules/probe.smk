@@ -4,13 +4,12 @@
 
 rule probe_host:
     output:
-        "results/{campaign}/hosts/{host}/hardware.json",
+        paths.HARDWARE,
     log:
         "results/{campaign}/logs/probe/{host}.log",
     conda:
         "../../envs/pipeline.yaml"
     resources:
         **platform_resources("probe"),
-        gpu_jobs=0,
     script:
         "../scripts/probe_host.py"

@@ -1,31 +1,42 @@
 import json
+import signal
 from pathlib import Path
 
 import gicomm_path  # noqa: F401
 
+from gicomm import CONFIG_DIR
 from gicomm.bench import BatchJob, run_batch
-from gicomm.config import load_campaign
+from gicomm.errors import ConfigError
+from gicomm.experiments import load_experiment
+from gicomm.process import die_with_parent
 from gicomm.smk import logged
 
+die_with_parent(signal.SIGTERM)  # a killed Snakemake ends this job too: the rerun resumes it
 with logged(snakemake):
-    w = snakemake.wildcards
-    campaign = load_campaign(snakemake.config)
-    experiment = campaign.experiments[w.experiment]
-    job = BatchJob(
-        experiment=experiment,
-        points=experiment.batches(campaign.sweep)[int(w.batch)],
-        campaign=w.campaign,
-        host=w.host,
-        platform=campaign.platform,
-        run_index=int(w.run),
-        build_dir=Path(snakemake.input.build).parent,
-        hardware=json.loads(Path(snakemake.input.hardware).read_text()),
-        partial=Path(snakemake.params.partial),
-        output=Path(snakemake.output[0]),
-        wait_ms=campaign.timeouts["wait_ms"],
-        point_s=experiment.point_s or campaign.timeouts["point_s"],
-        max_nodes=campaign.max_nodes,
-        may_lock_clocks=campaign.may_lock_clocks,
-        platform_spec=campaign.platform_spec,
+    w, m = snakemake.wildcards, snakemake.params.measure
+    experiment = load_experiment(CONFIG_DIR / "experiments" / f"{w.experiment}.yaml")
+    points = experiment.batches(m["sweep"])[int(w.batch)]
+    if [p.point_id for p in points] != m["points"]:
+        raise ConfigError(
+            f"{experiment.path} changed after this run planned batch {w.batch}: start the run again"
+        )
+    run_batch(
+        BatchJob(
+            experiment=experiment,
+            points=points,
+            campaign=w.campaign,
+            host=w.host,
+            platform=m["platform"],
+            run_index=int(w.run),
+            build_dir=Path(snakemake.input.build).parent,
+            hardware=json.loads(Path(snakemake.input.hardware).read_text()),
+            partial=Path(snakemake.params.files["partial"]),
+            history=Path(snakemake.params.files["history"]),
+            output=Path(snakemake.output[0]),
+            wait_ms=m["wait_ms"],
+            point_s=m["point_s"],
+            max_nodes=m["max_nodes"],
+            may_lock_clocks=m["may_lock_clocks"],
+            platform_spec=m["declared"],
+        )
     )
-    run_batch(job)

@@ -8,8 +8,9 @@
 //   nvshmem-ibgda: NVSHMEM_IB_ENABLE_IBGDA=1 (the GPU builds WQEs and rings the doorbell)
 //   nvshmem-ibrc:  NVSHMEM_IB_ENABLE_IBGDA=0, NVSHMEM_REMOTE_TRANSPORT=ibrc (a CPU proxy thread)
 // The IBGDA knobs (NVSHMEM_IBGDA_NUM_RC_PER_PE, _NIC_HANDLER, _NUM_REQUESTS_IN_BATCH) come in the
-// environment from gicomm-bench-baselines, one process per set of values. Serves the transport of
-// its first point; run by gicomm-bench-baselines, which checks knobs and the NIC first.
+// environment from the pipeline's batch runner, one process per set of values. Serves the transport
+// of its first point; the runner (workflow/gicomm/baselines/dispatch.py) checks knobs and the NIC
+// first.
 
 #include <string>
 

@@ -1,6 +1,5 @@
 #include "support/process.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 namespace gicomm::baselines {
 
@@ -22,45 +20,19 @@ std::string self_dir() {
   return p.substr(0, p.rfind('/'));
 }
 
-namespace {
-
-// The last non-empty line of `path` (at most 300 characters), after copying the file to stderr.
-std::string relay_and_last_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    std::fprintf(stderr, "%s\n", line.c_str());
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  }
-  ::unlink(path.c_str());
-  return last.size() > 300 ? last.substr(0, 300) : last;
-}
-
-}  // namespace
-
 std::string run_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                      double deadline_s, bool search_path, const std::string& stderr_path) {
+                      double deadline_s) {
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid < 0) return "could not fork";
   if (pid == 0) {
-    if (!stderr_path.empty()) {
-      const int fd = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (fd >= 0) {
-        ::dup2(fd, 2);
-        ::close(fd);
-      }
-    }
     for (const auto& kv : env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    if (search_path)
-      execvp(args[0], args.data());
-    else
-      execv(args[0], args.data());
-    std::fprintf(stderr, "gicomm-bench-baselines: cannot run %s: %s\n", args[0], std::strerror(errno));
+    execv(args[0], args.data());
+    std::fprintf(stderr, "gicomm baselines: cannot run %s: %s\n", args[0], std::strerror(errno));
     _exit(127);
   }
   const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(deadline_s);
@@ -79,8 +51,7 @@ std::string run_child(const std::vector<std::string>& argv, const std::map<std::
     ended = WEXITSTATUS(status) == 0 ? "" : "exited with code " + std::to_string(WEXITSTATUS(status));
   else if (ended.empty())
     ended = "killed by signal " + std::to_string(WTERMSIG(status));
-  const std::string last = stderr_path.empty() ? "" : relay_and_last_line(stderr_path);
-  return ended.empty() || last.empty() ? ended : ended + ": " + last;
+  return ended;
 }
 
 }  // namespace gicomm::baselines

@@ -11,10 +11,9 @@ namespace gicomm::baselines {
 // The folder of /proc/self/exe ("." when unknown).
 std::string self_dir();
 
-// Runs `argv` with `env` added, kills it after `deadline_s`; returns how it ended ("" for exit 0).
-// `search_path`: look argv[0] up in PATH. With `stderr_path`, the child's stderr goes there, is
-// copied to ours when it ends, and a failure's text ends with its last line.
+// Runs the program `argv` (a path, not looked up in PATH) with `env` added, kills it after
+// `deadline_s`; returns how it ended ("" for exit 0).
 std::string run_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                      double deadline_s, bool search_path = false, const std::string& stderr_path = "");
+                      double deadline_s);
 
 }  // namespace gicomm::baselines

@@ -60,8 +60,8 @@ int run_baseline_driver(int argc, char** argv, const DriverInfo& info, const std
                         const std::function<int(RankContext&)>& body);
 
 // The transport of the first point in the points file the command line names, when it is one of
-// `allowed`; else allowed[0] (a harness serving several transports gets one file per transport
-// from gicomm-bench-baselines; a bad command line is left to run_baseline_driver to report).
+// `allowed`; else allowed[0] (a harness serving several transports gets one points file per
+// transport from the batch runner; a bad command line is left to run_baseline_driver to report).
 std::string first_point_transport(int argc, char** argv, const std::vector<std::string>& allowed);
 
 // Points of `all` whose transport is in `transports` and whose id is not in `out`.

@@ -1,6 +1,7 @@
 // Emulated devices (GICOMM_EMU_DEVICES, GICOMM_EMU_NODE) and error reporting.
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "emu.h"
+#include "wire.h"
 
 namespace gicomm::emu {
 
@@ -51,22 +53,36 @@ ibv_gid ipv4_mapped(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
 constexpr uint32_t kMaxDevices = 8;
 constexpr uint32_t kMaxNode = 0x17fe;  // lid = node * 8 + index + 1 stays a unicast LID (< 0xc000)
 
+// This process's emulated host: GICOMM_EMU_NODE, else one derived from the pid. The number is
+// claimed by binding its wire endpoint (wire.h), so two processes never answer for the same
+// addresses; a derived number that is taken moves on to a free one.
 uint32_t node_id() {
   const char* v = std::getenv("GICOMM_EMU_NODE");
+  uint32_t preferred = static_cast<uint32_t>(getpid()) % kMaxNode + 1;
+  bool explicit_choice = false;
   if (v != nullptr && *v != '\0') {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 0);
-    if (*end == '\0' && n >= 1 && n <= kMaxNode) return static_cast<uint32_t>(n);
-    g_spec_error += "GICOMM_EMU_NODE='" + std::string(v) + "' is not an integer in 1.." + std::to_string(kMaxNode) +
-                    "; using one derived from the process id. ";
+    if (*end == '\0' && n >= 1 && n <= kMaxNode) {
+      preferred = static_cast<uint32_t>(n);
+      explicit_choice = true;
+    } else {
+      g_spec_error += "GICOMM_EMU_NODE='" + std::string(v) + "' is not an integer in 1.." + std::to_string(kMaxNode) +
+                      "; using one derived from the process id. ";
+    }
   }
-  return static_cast<uint32_t>(getpid()) % kMaxNode + 1;
+  std::string why;
+  const uint32_t node = wire::claim_node(preferred, explicit_choice, kMaxNode, &why);
+  if (!why.empty()) g_spec_error += why + ". ";
+  return node;
 }
+
+uint32_t g_node = 0;
 
 std::vector<DeviceSpec> parse_specs() {
   const char* env = std::getenv("GICOMM_EMU_DEVICES");
   const std::string list = env != nullptr ? env : "mlx5_0:ib,mlx5_1:roce";
-  const uint32_t node = node_id();
+  const uint32_t node = g_node = node_id();
   std::vector<DeviceSpec> out;
   std::stringstream ss(list);
   std::string item;
@@ -118,6 +134,39 @@ const std::vector<DeviceSpec>& device_specs() {
   return specs;
 }
 
+uint32_t this_node() {
+  device_specs();
+  return g_node;
+}
+
+bool node_of_address(bool is_global, const uint8_t* gid, uint16_t lid, uint32_t* node, uint32_t* index) {
+  if (!is_global) {
+    if (lid == 0 || lid >= 0xc000) return false;
+    *node = (lid - 1u) / kMaxDevices;
+    *index = (lid - 1u) % kMaxDevices;
+    return *node >= 1 && *node <= kMaxNode;
+  }
+  static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(gid, v4_prefix, 12) == 0) {  // ::ffff:127.<node>.<index + 1>
+    if (gid[12] != 127 || gid[15] == 0) return false;
+    *node = (uint32_t(gid[13]) << 8) | gid[14];
+    *index = gid[15] - 1u;
+  } else {  // fe80::<GUID>, GUID 0x0002c903 <node:24> <index:8>
+    static const uint8_t ll_prefix[12] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x02, 0xc9, 0x03};
+    if (std::memcmp(gid, ll_prefix, 12) != 0) return false;
+    *node = (uint32_t(gid[12]) << 16) | (uint32_t(gid[13]) << 8) | gid[14];
+    *index = gid[15];
+  }
+  return *node >= 1 && *node <= kMaxNode && *index < kMaxDevices;
+}
+
+bool spec_matches(const DeviceSpec& s, bool is_global, const uint8_t* gid, uint16_t lid) {
+  if (!is_global) return !s.roce && s.lid == lid;
+  for (const GidEntry& g : s.gids)
+    if (std::memcmp(g.gid.raw, gid, 16) == 0) return true;
+  return false;
+}
+
 const std::string& device_spec_error() {
   device_specs();
   return g_spec_error;
@@ -132,6 +181,34 @@ int fail(int err, const char* call, const std::string& object, const std::string
 
 void note(const std::string& line) {
   if (log_level() >= 2) std::fprintf(stderr, "gicomm-emu: %s\n", line.c_str());
+}
+
+namespace {
+// GICOMM_EMU_TRACE=N: the first N data-path events are printed (0, the default: none).
+long trace_budget() {
+  static const long n = [] {
+    const char* v = std::getenv("GICOMM_EMU_TRACE");
+    if (v == nullptr || *v == '\0') return 0L;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (*end != '\0' || x < 0) {
+      std::fprintf(stderr, "gicomm-emu: GICOMM_EMU_TRACE='%s' is not a count of events; tracing nothing\n", v);
+      return 0L;
+    }
+    return x;
+  }();
+  return n;
+}
+std::atomic<long> g_traced{0};
+}  // namespace
+
+bool tracing() { return g_traced.load(std::memory_order_relaxed) < trace_budget(); }
+
+void trace(const std::string& line) {
+  const long i = g_traced.fetch_add(1, std::memory_order_relaxed);
+  if (i >= trace_budget()) return;
+  std::fprintf(stderr, "gicomm-emu[%u] trace %ld: %s%s\n", this_node(), i + 1, line.c_str(),
+               i + 1 == trace_budget() ? " (trace budget spent: GICOMM_EMU_TRACE)" : "");
 }
 
 std::string hex(uint64_t v) {

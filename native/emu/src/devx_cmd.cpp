@@ -23,7 +23,7 @@ namespace gicomm::emu {
 
 namespace prm = gicomm::mlx5dev::prm;
 
-enum class DevxType { cq, qp };
+enum class DevxType { cq, qp, dct };
 
 struct DevxObj {
   DevxType type;
@@ -56,6 +56,7 @@ enum Reason : uint32_t {
   kBadCapType = 13,
   kNeedsUmem = 14,
   kNoRoute = 15,
+  kBadSrq = 16,
 };
 
 struct Cmd {
@@ -148,8 +149,8 @@ int query_hca_cap(Context* ctx, const Cmd& c) {
     put(g::num_ports, 1);
     put(g::log_max_msg, 30);
     put(g::cqe_version, 1);
-    put(g::compact_address_vector, 0);
-    put(g::dct, 0);  // DC is not emulated yet
+    put(g::compact_address_vector, 1);  // a DCI may carry the 16-byte address vector (IB)
+    put(g::dct, 1);
     put(g::roce, s.roce ? 1 : 0);
     put(g::atomic, 1);
     put(g::uar_4k, 1);
@@ -169,9 +170,10 @@ int query_hca_cap(Context* ctx, const Cmd& c) {
     namespace a = prm::atomic_caps;
     put(a::atomic_req_8B_endianness_mode, 1);  // host byte order, what the engine does
     put(a::supported_atomic_req_8B_endianness_mode_1, 1);
-    put(a::atomic_operations, prm::kAtomicOpCompareSwap | prm::kAtomicOpFetchAdd);
-    put(a::atomic_size_qp, 8);
-    put(a::atomic_size_dc, 8);
+    put(a::atomic_operations, prm::kAtomicOpCompareSwap | prm::kAtomicOpFetchAdd | prm::kAtomicOpMaskedCompareSwap |
+                                  prm::kAtomicOpMaskedFetchAdd);
+    put(a::atomic_size_qp, prm::kAtomicSizeQp4 | prm::kAtomicSizeQp8);
+    put(a::atomic_size_dc, prm::kAtomicSizeDc4 | prm::kAtomicSizeDc8);
     return 0;
   }
   return device_error(c, prm::kStatusBadParam, kBadCapType,
@@ -223,6 +225,9 @@ int create_cq(Context* ctx, const Cmd& c, DevxObj** made) {
   registry().cqs.push_back(q);
   ok(c);
   prm::set(c.out, prm::create_cq_out::cqn, q->cqn);
+  note(c.call + std::string(": ") + c.object + ": cqn " + hex(q->cqn) + ", " + std::to_string(q->cqe_cnt) + " CQEs" +
+       (q->collapsed ? ", collapsed" : "") + (q->overrun_ignore ? ", overrun ignore" : "") + ", in " +
+       (q->loc.is_device() ? "GPU" : "host") + " memory");
   *made = new DevxObj{DevxType::cq, ctx, q, nullptr};
   return 0;
 }
@@ -233,9 +238,9 @@ int create_qp(Context* ctx, const Cmd& c, DevxObj** made) {
   const uint32_t qpc = prm::create_qp_in::qpc.off;
   auto in = [&](prm::Field f) { return prm::get(c.in, f.at(qpc)); };
   const uint32_t st = in(prm::qpc::st);
-  if (st != prm::kQpStRc)
+  if (st != prm::kQpStRc && st != prm::kQpStDci)
     return device_error(c, prm::kStatusBadParam, kNotImplemented,
-                        "QP service type " + hex(st) + " is not emulated (RC, st 0x0; DCI comes later)");
+                        "QP service type " + hex(st) + " is not emulated (RC 0x0, DCI 0x5)");
   if (!ctx->nic->pdn_live(in(prm::qpc::pd))) return device_error(c, prm::kStatusBadParam, kBadPd, "pd " + hex(in(prm::qpc::pd)) + " is no PD of this device");
   Uar* uar = find_uar(ctx, in(prm::qpc::uar_page));
   if (uar == nullptr) return device_error(c, prm::kStatusBadParam, kBadUar, "uar_page " + hex(in(prm::qpc::uar_page)) + " is no UAR of this context");
@@ -243,15 +248,22 @@ int create_qp(Context* ctx, const Cmd& c, DevxObj** made) {
   Cq* rcq = find_cq(ctx->nic, in(prm::qpc::cqn_rcv));
   if (scq == nullptr || rcq == nullptr) return device_error(c, prm::kStatusBadParam, kBadCq, "cqn_snd or cqn_rcv names no CQ of this device");
   const uint32_t rq_type = in(prm::qpc::rq_type);
-  if (rq_type != 0 && rq_type != 3)
-    return device_error(c, prm::kStatusBadParam, kNotImplemented, "rq_type " + std::to_string(rq_type) + " is not emulated (regular 0, zero-length 3)");
+  if (rq_type != prm::kRqTypeRegular && rq_type != prm::kRqTypeSrq && rq_type != prm::kRqTypeZeroLength)
+    return device_error(c, prm::kStatusBadParam, kNotImplemented,
+                        "rq_type " + std::to_string(rq_type) + " is not emulated (regular 0, SRQ 1, zero-length 3)");
+  Srq* srq = nullptr;
+  if (rq_type == prm::kRqTypeSrq) {
+    srq = find_srq(ctx->nic, in(prm::qpc::srqn_rmpn_xrqn));
+    if (srq == nullptr)
+      return device_error(c, prm::kStatusBadParam, kBadSrq, "srqn_rmpn_xrqn " + hex(in(prm::qpc::srqn_rmpn_xrqn)) + " is no SRQ of this device");
+  }
   if (in(prm::qpc::log_sq_size) > 15) return device_error(c, prm::kStatusBadParam, kBadSize, "log_sq_size above 15");
   if (!prm::get(c.in, prm::create_qp_in::wq_umem_valid))
     return device_error(c, prm::kStatusBadParam, kNeedsUmem, "the work queue must be a umem (wq_umem_valid)");
   Umem* wq = find_umem(ctx, prm::get(c.in, prm::create_qp_in::wq_umem_id));
   if (wq == nullptr) return device_error(c, prm::kStatusBadParam, kBadUmem, "wq_umem_id names no umem of this context");
   const uint32_t sq_wqebbs = in(prm::qpc::no_sq) ? 0 : 1u << in(prm::qpc::log_sq_size);
-  const uint32_t rq_cnt = rq_type == 0 ? 1u << in(prm::qpc::log_rq_size) : 0;
+  const uint32_t rq_cnt = rq_type == prm::kRqTypeRegular ? 1u << in(prm::qpc::log_rq_size) : 0;
   const uint32_t rq_stride = 16u << in(prm::qpc::log_rq_stride);
   const uint64_t rq_bytes = uint64_t(rq_cnt) * rq_stride;
   uint8_t* wq_base = umem_range(wq, prm::get64(c.in, prm::create_qp_in::wq_umem_offset), rq_bytes + uint64_t(sq_wqebbs) * 64);
@@ -266,6 +278,9 @@ int create_qp(Context* ctx, const Cmd& c, DevxObj** made) {
   q->nic = ctx->nic;
   q->ctx = ctx;
   q->kind = QpKind::devx;
+  q->type = st == prm::kQpStDci ? QpType::dci : QpType::rc;
+  q->dci = q->type == QpType::dci;
+  q->srq = srq;
   q->pdn = in(prm::qpc::pd);
   q->rq_buf = rq_cnt ? wq_base : nullptr;
   q->rq_wqe_cnt = rq_cnt;
@@ -287,19 +302,90 @@ int create_qp(Context* ctx, const Cmd& c, DevxObj** made) {
   q->sq.qpn = q->qpn;
   ++scq->refs;
   ++rcq->refs;
+  if (srq != nullptr) ++srq->refs;
   uar->qps.push_back(q);
   registry().qps.push_back(q);
   ok(c);
   prm::set(c.out, prm::create_qp_out::qpn, q->qpn);
+  note(c.call + std::string(": ") + c.object + ": " + (q->dci ? "DCI" : "RC") + " qpn " + hex(q->qpn) + ", pd " + hex(q->pdn) +
+       ", UAR page " + hex(uar->page_id) + ", send CQ " + hex(scq->cqn) + ", recv CQ " + hex(rcq->cqn) +
+       (srq ? ", SRQ " + hex(srq->srqn) : "") + ", " + std::to_string(sq_wqebbs) + " WQEBBs in " +
+       (wq->loc.is_device() ? "GPU" : "host") + " memory, dbrec in " + (dbr_umem->loc.is_device() ? "GPU" : "host") + " memory");
   *made = new DevxObj{DevxType::qp, ctx, nullptr, q};
+  return 0;
+}
+
+// ---- CREATE_DCT --------------------------------------------------------------------------------------
+// A DC target: created ready to receive (the firmware's DCT is active once created), on an SRQ,
+// answering any DCI that presents its access key.
+int create_dct(Context* ctx, const Cmd& c, DevxObj** made) {
+  if (int e = check_lengths(c, prm::kDctCmdInBits, prm::kCreateDctOutBits)) return e;
+  const uint32_t dctc = prm::create_dct_in::dct_context_entry.off;
+  auto in = [&](prm::Field f) { return prm::get(c.in, f.at(dctc)); };
+  if (!ctx->nic->pdn_live(in(prm::dctc::pd))) return device_error(c, prm::kStatusBadParam, kBadPd, "pd " + hex(in(prm::dctc::pd)) + " is no PD of this device");
+  Cq* cq = find_cq(ctx->nic, in(prm::dctc::cqn));
+  if (cq == nullptr) return device_error(c, prm::kStatusBadParam, kBadCq, "cqn " + hex(in(prm::dctc::cqn)) + " is no CQ of this device");
+  Srq* srq = find_srq(ctx->nic, in(prm::dctc::srqn_xrqn));
+  if (srq == nullptr) return device_error(c, prm::kStatusBadParam, kBadSrq, "srqn_xrqn " + hex(in(prm::dctc::srqn_xrqn)) + " is no SRQ of this device (a DCT receives on an SRQ)");
+  if (in(prm::dctc::port) != 1) return device_error(c, prm::kStatusBadParam, kBadPort, "port " + std::to_string(in(prm::dctc::port)) + " (one port: 1)");
+  const uint32_t mtu = in(prm::dctc::mtu);
+  if (mtu < prm::kMtu256 || mtu > prm::kMtu4096) return device_error(c, prm::kStatusBadParam, kBadField, "mtu " + std::to_string(mtu) + " (1..5)");
+  auto* q = new Qp();
+  q->nic = ctx->nic;
+  q->ctx = ctx;
+  q->kind = QpKind::devx;
+  q->type = QpType::dct;
+  q->pdn = in(prm::dctc::pd);
+  q->port = 1;
+  q->path_mtu = static_cast<uint8_t>(mtu);
+  q->min_rnr_timer = static_cast<uint8_t>(in(prm::dctc::min_rnr_nak));
+  q->access = (in(prm::dctc::rre) ? IBV_ACCESS_REMOTE_READ : 0) | (in(prm::dctc::rwe) ? IBV_ACCESS_REMOTE_WRITE : 0) |
+              (in(prm::dctc::rae) ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+  q->dc_key = prm::get64(c.in, prm::dctc::dc_access_key.at(dctc));
+  q->recv_cq = cq;
+  q->srq = srq;
+  if (ctx->nic->add_qp(q) == 0) {
+    delete q;
+    return device_error(c, prm::kStatusNoRes, kBadSize, "the device's QP table is full");
+  }
+  ++cq->refs;
+  ++srq->refs;
+  registry().qps.push_back(q);
+  q->state.store(IBV_QPS_RTR);
+  ok(c);
+  prm::set(c.out, prm::create_dct_out::dctn, q->qpn);
+  note(c.call + std::string(": ") + c.object + ": dctn " + hex(q->qpn) + ", SRQ " + hex(srq->srqn) + ", CQ " + hex(cq->cqn));
+  *made = new DevxObj{DevxType::dct, ctx, nullptr, q};
+  return 0;
+}
+
+int query_dct(DevxObj* obj, const Cmd& c) {
+  if (int e = check_lengths(c, prm::kShortInBits, prm::kQueryDctOutBits)) return e;
+  const Qp& q = *obj->qp;
+  std::memset(c.out, 0, prm::bytes_of(prm::kQueryDctOutBits));
+  const uint32_t dctc = prm::query_dct_out::dct_context_entry.off;
+  auto put = [&](prm::Field f, uint32_t v) { prm::set(c.out, f.at(dctc), v); };
+  put(prm::dctc::state, prm::kDctStateActive);
+  put(prm::dctc::pd, q.pdn);
+  put(prm::dctc::cqn, q.recv_cq ? q.recv_cq->cqn : 0);
+  put(prm::dctc::srqn_xrqn, q.srq ? q.srq->srqn : 0);
+  put(prm::dctc::port, q.port);
+  put(prm::dctc::mtu, q.path_mtu);
+  put(prm::dctc::min_rnr_nak, q.min_rnr_timer);
+  put(prm::dctc::rre, (q.access & IBV_ACCESS_REMOTE_READ) ? 1 : 0);
+  put(prm::dctc::rwe, (q.access & IBV_ACCESS_REMOTE_WRITE) ? 1 : 0);
+  put(prm::dctc::rae, (q.access & IBV_ACCESS_REMOTE_ATOMIC) ? 1 : 0);
+  prm::set64(c.out, prm::dctc::dc_access_key.at(dctc), q.dc_key);
   return 0;
 }
 
 // ---- QP transitions ---------------------------------------------------------------------------------
 int apply_path(Qp& q, const Cmd& c, uint32_t path, bool address) {
   auto in = [&](prm::Field f) { return prm::get(c.in, f.at(path)); };
-  if (in(prm::ads::vhca_port_num) != 1)
-    return device_error(c, prm::kStatusBadParam, kBadPort, "vhca_port_num " + std::to_string(in(prm::ads::vhca_port_num)) + " (one port: 1)");
+  // RST2INIT names the port; later transitions may leave it 0 (unchanged), as NVSHMEM does.
+  const uint32_t port = in(prm::ads::vhca_port_num);
+  if (port != 1 && !(port == 0 && q.port == 1))
+    return device_error(c, prm::kStatusBadParam, kBadPort, "vhca_port_num " + std::to_string(port) + " (one port: 1)");
   q.port = 1;
   if (!address) return 0;
   const DeviceSpec& s = q.nic->spec();
@@ -352,6 +438,7 @@ int modify_qp(DevxObj* obj, const Cmd& c) {
     q.pkey_index = static_cast<uint16_t>(pkey);
     q.access = (in(prm::qpc::rre) ? IBV_ACCESS_REMOTE_READ : 0) | (in(prm::qpc::rwe) ? IBV_ACCESS_REMOTE_WRITE : 0) |
                (in(prm::qpc::rae) ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+    if (q.type == QpType::dci) q.dc_key = prm::get64(c.in, prm::qpc::dc_access_key.at(qpc));
     qp_set_state(q, IBV_QPS_INIT);
     return ok(c);
   }
@@ -359,7 +446,8 @@ int modify_qp(DevxObj* obj, const Cmd& c) {
     if (int e = need_state(IBV_QPS_INIT, "INIT")) return e;
     const uint32_t mtu = in(prm::qpc::mtu);
     if (mtu < prm::kMtu256 || mtu > prm::kMtu4096) return device_error(c, prm::kStatusBadParam, kBadField, "mtu " + std::to_string(mtu) + " (1..5)");
-    if (int e = apply_path(q, c, path, true)) return e;
+    // A DCI has no fixed destination: every WQE carries its target's address vector.
+    if (int e = apply_path(q, c, path, q.type != QpType::dci)) return e;
     q.path_mtu = static_cast<uint8_t>(mtu);
     q.dest_qpn = in(prm::qpc::remote_qpn);
     q.rq_psn = in(prm::qpc::next_rcv_psn);
@@ -400,7 +488,7 @@ int query_qp(DevxObj* obj, const Cmd& c) {
   const uint32_t qpc = prm::query_qp_out::qpc.off;
   auto put = [&](prm::Field f, uint32_t v) { prm::set(c.out, f.at(qpc), v); };
   put(prm::qpc::state, prm_state(q.state.load()));
-  put(prm::qpc::st, prm::kQpStRc);
+  put(prm::qpc::st, q.type == QpType::dci ? prm::kQpStDci : prm::kQpStRc);
   put(prm::qpc::pd, q.pdn);
   put(prm::qpc::mtu, q.path_mtu);
   put(prm::qpc::remote_qpn, q.dest_qpn);
@@ -417,13 +505,15 @@ int query_qp(DevxObj* obj, const Cmd& c) {
 
 void destroy_obj_locked(DevxObj* obj) {
   Registry& reg = registry();
-  if (obj->type == DevxType::qp) {
+  if (obj->type == DevxType::qp || obj->type == DevxType::dct) {
     Qp* q = obj->qp;
+    forget_qp(*q);
     reg.qps.erase(std::remove(reg.qps.begin(), reg.qps.end(), q), reg.qps.end());
     if (q->uar) q->uar->qps.erase(std::remove(q->uar->qps.begin(), q->uar->qps.end(), q), q->uar->qps.end());
     q->nic->remove_qp(q);
-    --q->send_cq->refs;
-    --q->recv_cq->refs;
+    if (q->send_cq) --q->send_cq->refs;
+    if (q->recv_cq) --q->recv_cq->refs;
+    if (q->srq) --q->srq->refs;
     delete q;
   } else {
     reg.cqs.erase(std::remove(reg.cqs.begin(), reg.cqs.end(), obj->cq), reg.cqs.end());
@@ -439,15 +529,11 @@ bool is_qp_modify(uint32_t op) {
          op == prm::kOp2ErrQp || op == prm::kOp2RstQp || op == prm::kOpInit2InitQp;
 }
 
-// Common entry checks: the context opened with DEVX, mailboxes at least a command header.
+// Common entry checks: an emulated context (every one is DEVX-capable), mailboxes at least a command header.
 Context* devx_context(ibv_context* ibctx, const char* call, const void* in, size_t inlen, void* out, size_t outlen, int* err) {
   Context* ctx = context_of(ibctx);
   if (ctx == nullptr) {
     *err = fail(EOPNOTSUPP, call, "context", "not an emulated mlx5 context");
-    return nullptr;
-  }
-  if (!ctx->devx) {
-    *err = fail(EOPNOTSUPP, call, ctx->nic->spec().name, "the context was not opened with MLX5DV_CONTEXT_FLAGS_DEVX");
     return nullptr;
   }
   if (in == nullptr || out == nullptr || inlen < 16 || outlen < 16) {
@@ -466,10 +552,16 @@ int devx_general_cmd(ibv_context* ibctx, const void* in, size_t inlen, void* out
   if (ctx == nullptr) return err;
   Cmd c{in, inlen, out, outlen, prm::get(in, prm::query_hca_cap_in::opcode), "mlx5dv_devx_general_cmd", ctx->nic->spec().name};
   if (c.opcode == prm::kOpCreateCq || c.opcode == prm::kOpCreateQp || c.opcode == prm::kOpCreateDct || is_qp_modify(c.opcode) ||
-      c.opcode == prm::kOpDestroyQp || c.opcode == prm::kOpDestroyCq)
+      c.opcode == prm::kOpDestroyQp || c.opcode == prm::kOpDestroyCq || c.opcode == prm::kOpDestroyDct ||
+      c.opcode == prm::kOpQueryDct || c.opcode == prm::kOpQueryQp)
     return fail(EINVAL, c.call, c.object, "opcode " + hex(c.opcode) + " manages an object: use mlx5dv_devx_obj_create/modify/destroy");
   std::lock_guard<std::mutex> lock(registry().mu);
-  if (c.opcode == prm::kOpQueryHcaCap) return query_hca_cap(ctx, c);
+  if (c.opcode == prm::kOpQueryHcaCap) {
+    const int rc = query_hca_cap(ctx, c);
+    note(c.call + std::string(": ") + c.object + ": QUERY_HCA_CAP op_mod " + hex(prm::get(in, prm::query_hca_cap_in::op_mod)) +
+         (rc == 0 ? ": ok" : ": refused"));
+    return rc;
+  }
   return device_error(c, prm::kStatusBadOp, kNotImplemented, "command " + hex(c.opcode) + " is not emulated");
 }
 
@@ -488,9 +580,10 @@ DevxObj* devx_obj_create(ibv_context* ibctx, const void* in, size_t inlen, void*
     c.object += " CREATE_QP";
     rc = create_qp(ctx, c, &made);
   } else if (c.opcode == prm::kOpCreateDct) {
-    rc = device_error(c, prm::kStatusBadOp, kNotImplemented, "CREATE_DCT is not emulated yet");
+    c.object += " CREATE_DCT";
+    rc = create_dct(ctx, c, &made);
   } else {
-    rc = fail(EINVAL, c.call, c.object, "opcode " + hex(c.opcode) + " is not an object-create command the emulated device accepts (CREATE_CQ, CREATE_QP)");
+    rc = fail(EINVAL, c.call, c.object, "opcode " + hex(c.opcode) + " is not an object-create command the emulated device accepts (CREATE_CQ, CREATE_QP, CREATE_DCT)");
   }
   if (rc != 0) {
     errno = rc;
@@ -511,7 +604,18 @@ int devx_obj_modify(DevxObj* obj, const void* in, size_t inlen, void* out, size_
   c.object += " QP " + hex(obj->qp->qpn);
   if (prm::get(in, prm::rst2init_qp_in::qpn) != obj->qp->qpn)
     return fail(EINVAL, c.call, c.object, "the command names QP " + hex(prm::get(in, prm::rst2init_qp_in::qpn)) + ", not this object");
-  return modify_qp(obj, c);
+  const int rc = modify_qp(obj, c);
+  if (rc == 0) {
+    const Qp& q = *obj->qp;
+    note(c.call + std::string(": ") + c.object + ": opcode " + hex(c.opcode) + " -> state " + std::to_string(q.state.load()) +
+         (c.opcode == prm::kOpInit2RtrQp && q.type == QpType::rc
+              ? ", remote QP " + hex(q.dest_qpn) + (q.ah.is_global ? " by GID" : " at LID " + std::to_string(q.ah.dlid))
+              : "") +
+         (c.opcode == prm::kOpRtr2RtsQp ? ", retry " + std::to_string(q.retry_cnt) + ", rnr retry " + std::to_string(q.rnr_retry) +
+                                              ", ack timeout " + std::to_string(q.timeout)
+                                        : ""));
+  }
+  return rc;
 }
 
 int devx_obj_query(DevxObj* obj, const void* in, size_t inlen, void* out, size_t outlen) {
@@ -520,6 +624,11 @@ int devx_obj_query(DevxObj* obj, const void* in, size_t inlen, void* out, size_t
   if (ctx == nullptr) return err;
   std::lock_guard<std::mutex> lock(registry().mu);
   Cmd c{in, inlen, out, outlen, prm::get(in, prm::query_qp_in::opcode), "mlx5dv_devx_obj_query", ctx->nic->spec().name};
+  if (obj->type == DevxType::dct) {
+    if (c.opcode != prm::kOpQueryDct || prm::get(in, prm::query_dct_in::dctn) != obj->qp->qpn)
+      return fail(EINVAL, c.call, c.object, "opcode " + hex(c.opcode) + " is not a query command for this object (QUERY_DCT of its dctn)");
+    return query_dct(obj, c);
+  }
   if (obj->type != DevxType::qp || c.opcode != prm::kOpQueryQp || prm::get(in, prm::query_qp_in::qpn) != obj->qp->qpn)
     return fail(EINVAL, c.call, c.object, "opcode " + hex(c.opcode) + " is not a query command for this object (QUERY_QP of its qpn)");
   return query_qp(obj, c);
@@ -537,7 +646,7 @@ int devx_obj_destroy(DevxObj* obj) {
 Umem* devx_umem_reg(ibv_context* ibctx, void* addr, size_t size, uint32_t access) {
   const char* call = "mlx5dv_devx_umem_reg";
   Context* ctx = context_of(ibctx);
-  if (ctx == nullptr || !ctx->devx) return fail(EOPNOTSUPP, call, "context", "not an emulated context opened with DEVX"), nullptr;
+  if (ctx == nullptr) return fail(EOPNOTSUPP, call, "context", "not an emulated mlx5 context"), nullptr;
   const std::string obj = std::to_string(size) + " bytes at " + hex(reinterpret_cast<uint64_t>(addr)) + " on " + ctx->nic->spec().name;
   if (size == 0) return fail(EINVAL, call, obj, "size is 0"), nullptr;
   if (access & ~uint32_t(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC))
@@ -563,7 +672,7 @@ int devx_umem_dereg(Umem* u) {
 Uar* devx_alloc_uar(ibv_context* ibctx, uint32_t flags) {
   const char* call = "mlx5dv_devx_alloc_uar";
   Context* ctx = context_of(ibctx);
-  if (ctx == nullptr || !ctx->devx) return fail(EOPNOTSUPP, call, "context", "not an emulated context opened with DEVX"), nullptr;
+  if (ctx == nullptr) return fail(EOPNOTSUPP, call, "context", "not an emulated mlx5 context"), nullptr;
   if (flags > 2) return fail(EINVAL, call, ctx->nic->spec().name, "UAR type " + std::to_string(flags) + " (BF 0, NC 1, NC_DEDICATED 2)"), nullptr;
   // An ordinary page: the engine watches its doorbell registers; a GPU can map it with
   // cudaHostRegister(Mapped) (a real UAR needs IoMemory instead).
@@ -592,7 +701,7 @@ void devx_free_uar(Uar* u) {
 
 int devx_query_eqn(ibv_context* ibctx, uint32_t vector, uint32_t* eqn) {
   Context* ctx = context_of(ibctx);
-  if (ctx == nullptr || !ctx->devx) return fail(EOPNOTSUPP, "mlx5dv_devx_query_eqn", "context", "not an emulated context opened with DEVX");
+  if (ctx == nullptr) return fail(EOPNOTSUPP, "mlx5dv_devx_query_eqn", "context", "not an emulated mlx5 context");
   if (vector >= static_cast<uint32_t>(ibctx->num_comp_vectors))
     return fail(EINVAL, "mlx5dv_devx_query_eqn", ctx->nic->spec().name, "vector " + std::to_string(vector) + " out of range");
   *eqn = vector;
@@ -601,7 +710,7 @@ int devx_query_eqn(ibv_context* ibctx, uint32_t vector, uint32_t* eqn) {
 
 void devx_destroy_context_objects(Context* ctx) {
   for (DevxObj* o : std::vector<DevxObj*>(objects()))
-    if (o->ctx == ctx && o->type == DevxType::qp) destroy_obj_locked(o);
+    if (o->ctx == ctx && o->type != DevxType::cq) destroy_obj_locked(o);
   for (DevxObj* o : std::vector<DevxObj*>(objects()))
     if (o->ctx == ctx) destroy_obj_locked(o);
   for (Uar* u : ctx->uars) {

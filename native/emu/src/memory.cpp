@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -240,21 +241,47 @@ void mem_copy(void* dst, Loc dst_loc, const void* src, Loc src_loc, size_t n) {
   }
 }
 
-uint64_t mem_atomic(uint64_t* p, Loc loc, uint8_t opcode, uint64_t swap_add, uint64_t compare) {
+uint64_t mem_atomic(void* p, Loc loc, const softnic::AtomicOp& op) {
   if (!loc.is_device()) {
-    if (opcode == mlx5::kOpcodeAtomicFa) return __atomic_fetch_add(p, swap_add, __ATOMIC_SEQ_CST);
-    uint64_t expected = compare;
-    __atomic_compare_exchange_n(p, &expected, swap_add, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-    return expected;  // the value found (equal to compare when the swap happened)
+    // Host memory: plain fetch-add and compare-swap map onto the CPU's atomics; masked forms are a
+    // compare-exchange loop (atomic with respect to CPU atomics as well).
+    if (op.bytes == 8) {
+      auto* w = static_cast<uint64_t*>(p);
+      if (!op.compare_swap && op.boundary == 0) return __atomic_fetch_add(w, op.swap_add, __ATOMIC_SEQ_CST);
+      uint64_t old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+      while (!__atomic_compare_exchange_n(w, &old, softnic::atomic_result(op, old), false, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_SEQ_CST)) {
+      }
+      return old;
+    }
+    auto* w = static_cast<uint32_t*>(p);
+    uint32_t old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+    while (!__atomic_compare_exchange_n(w, &old, static_cast<uint32_t>(softnic::atomic_result(op, old)), false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    return old;
   }
   // Device memory: a read-modify-write under the device lock. NIC atomics are atomic with respect to
   // other NIC atomics only (as on a real HCA); the engine serializes them.
   std::lock_guard<std::mutex> lock(g_dev_mu);
   uint64_t old = 0;
-  dev_read(&old, p, 8, loc.device);
-  const uint64_t now = softnic::atomic_result(opcode, old, swap_add, compare);
-  if (now != old) dev_write(p, &now, 8, loc.device);
+  dev_read(&old, p, op.bytes, loc.device);
+  const uint64_t now = softnic::atomic_result(op, old);
+  if (now != old) dev_write(p, &now, op.bytes, loc.device);
   return old;
+}
+
+void copy_spans(const std::vector<Span>& dst, const std::vector<Span>& src) {
+  size_t di = 0, si = 0;
+  uint64_t doff = 0, soff = 0;
+  while (di < dst.size() && si < src.size()) {
+    const uint64_t n = std::min(dst[di].len - doff, src[si].len - soff);
+    if (n > 0) mem_copy(dst[di].ptr + doff, dst[di].loc, src[si].ptr + soff, src[si].loc, n);
+    doff += n;
+    soff += n;
+    if (doff == dst[di].len) ++di, doff = 0;
+    if (soff == src[si].len) ++si, soff = 0;
+  }
 }
 
 uint32_t mem_load32(const uint32_t* p, Loc loc) {

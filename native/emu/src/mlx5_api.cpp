@@ -44,7 +44,7 @@ ibv_context* mlx5dv_open_device(ibv_device* device, mlx5dv_context_attr* attr) {
     fail(EOPNOTSUPP, "mlx5dv_open_device", device ? device->name : "device", "context flags " + hex(flags) + " (DEVX only)");
     return nullptr;
   }
-  return open_context(device, (flags & MLX5DV_CONTEXT_FLAGS_DEVX) != 0);
+  return open_context(device);  // DEVX with or without the flag, as rdma-core's mlx5 does
 }
 
 int mlx5dv_query_device(ibv_context* ctx_in, mlx5dv_context* attrs_out) {
@@ -63,9 +63,27 @@ int mlx5dv_set_context_attr(ibv_context* ctx, mlx5dv_set_ctx_attr_type, void*) {
 }
 
 int mlx5dv_init_obj(mlx5dv_obj* obj, uint64_t obj_type) {
-  const uint64_t known = MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_PD;
+  const uint64_t known = MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_PD | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_AH;
   if (obj_type & ~known)
-    return fail(EOPNOTSUPP, "mlx5dv_init_obj", "object types " + hex(obj_type), "only QP, CQ and PD are emulated");
+    return fail(EOPNOTSUPP, "mlx5dv_init_obj", "object types " + hex(obj_type), "only QP, CQ, SRQ, AH and PD are emulated");
+  if (obj_type & MLX5DV_OBJ_SRQ) {
+    if (context_of(obj->srq.in->context) == nullptr) return fail(EINVAL, "mlx5dv_init_obj", "SRQ", "not an emulated SRQ");
+    const Srq* q = srq_of(obj->srq.in);
+    mlx5dv_srq& o = *obj->srq.out;
+    const uint64_t asked = o.comp_mask;
+    o.buf = q->buf;  // the emulation's own ring format (see Srq), not mlx5's linked list
+    o.dbrec = reinterpret_cast<__be32*>(q->dbrec);
+    o.stride = q->stride;
+    o.head = 0;
+    o.tail = q->wqe_cnt - 1;
+    o.comp_mask = asked & MLX5DV_SRQ_MASK_SRQN;
+    o.srqn = q->srqn;
+  }
+  if (obj_type & MLX5DV_OBJ_AH) {
+    if (context_of(obj->ah.in->context) == nullptr) return fail(EINVAL, "mlx5dv_init_obj", "AH", "not an emulated AH");
+    obj->ah.out->av = static_cast<mlx5_wqe_av*>(const_cast<void*>(ah_av(obj->ah.in)));
+    obj->ah.out->comp_mask = 0;
+  }
   if (obj_type & MLX5DV_OBJ_PD) {
     if (context_of(obj->pd.in->context) == nullptr) return fail(EINVAL, "mlx5dv_init_obj", "PD", "not an emulated PD");
     obj->pd.out->pdn = pd_number(obj->pd.in);
@@ -106,9 +124,21 @@ ibv_cq_ex* mlx5dv_create_cq(ibv_context* context, ibv_cq_init_attr_ex*, mlx5dv_c
   return nullptr;
 }
 
-ibv_qp* mlx5dv_create_qp(ibv_context* context, ibv_qp_init_attr_ex*, mlx5dv_qp_init_attr*) {
-  fail(EOPNOTSUPP, "mlx5dv_create_qp", name_of(context), "DC QPs are not emulated yet; use ibv_create_qp or DEVX CREATE_QP");
-  return nullptr;
+// DC targets (what NVSHMEM creates this way); DC initiators are created with DEVX CREATE_QP
+// (st DCI), RC QPs with ibv_create_qp.
+ibv_qp* mlx5dv_create_qp(ibv_context* context, ibv_qp_init_attr_ex* attr, mlx5dv_qp_init_attr* dv) {
+  if (context_of(context) == nullptr) {
+    fail(EOPNOTSUPP, "mlx5dv_create_qp", name_of(context), "not an emulated mlx5 context");
+    return nullptr;
+  }
+  if (attr == nullptr || dv == nullptr || attr->qp_type != IBV_QPT_DRIVER || dv->comp_mask != MLX5DV_QP_INIT_ATTR_MASK_DC ||
+      dv->dc_init_attr.dc_type != MLX5DV_DCTYPE_DCT) {
+    fail(EOPNOTSUPP, "mlx5dv_create_qp", name_of(context),
+         "only DC targets are emulated here (qp_type IBV_QPT_DRIVER, comp_mask MLX5DV_QP_INIT_ATTR_MASK_DC, "
+         "dc_type MLX5DV_DCTYPE_DCT); RC QPs: ibv_create_qp; DC initiators: DEVX CREATE_QP st DCI");
+    return nullptr;
+  }
+  return create_dct(context, attr, dv->dc_init_attr.dct_access_key);
 }
 
 // ---- DEVX ---------------------------------------------------------------------------------------------

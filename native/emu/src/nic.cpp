@@ -17,7 +17,10 @@ Nic& nic_for(uint32_t device_index) {
   Registry& reg = registry();
   const auto& specs = device_specs();
   if (reg.nics.size() < specs.size()) reg.nics.resize(specs.size());
-  if (!reg.nics[device_index]) reg.nics[device_index] = std::make_unique<Nic>(specs[device_index]);
+  if (!reg.nics[device_index]) {
+    reg.nics[device_index] = std::make_unique<Nic>(specs[device_index]);
+    sysfs_view_open(specs[device_index]);
+  }
   return *reg.nics[device_index];
 }
 
@@ -154,7 +157,43 @@ bool modify_qp_is_ok(int cur, int next, int mask, std::string* why) {
   return true;
 }
 
+bool modify_dct_is_ok(int cur, int next, int mask, std::string* why) {
+  static const char* names[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  if (cur < IBV_QPS_RESET || cur > IBV_QPS_ERR || next < IBV_QPS_RESET || next > IBV_QPS_ERR) {
+    *why = "QP state out of range";
+    return false;
+  }
+  const std::string tr = std::string("DCT ") + names[cur] + "->" + names[next];
+  int req = 0;
+  if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
+    req = 0;
+  } else if (cur == IBV_QPS_RESET && next == IBV_QPS_INIT) {
+    req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  } else if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+    req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_MIN_RNR_TIMER;
+  } else {
+    *why = tr + " is not a DC target transition (RESET->INIT->RTR, or to RESET/ERR)";
+    return false;
+  }
+  if ((mask & req) != req) {
+    *why = tr + " requires attribute mask " + hex(req) + ", missing " + hex(req & ~mask);
+    return false;
+  }
+  if (mask & ~(req | IBV_QP_STATE)) {
+    *why = tr + " does not accept attribute mask bits " + hex(mask & ~(req | IBV_QP_STATE)) + " (required " + hex(req) + ")";
+    return false;
+  }
+  return true;
+}
+
+Srq* find_srq(const Nic* nic, uint32_t srqn) {
+  for (Srq* s : registry().srqs)
+    if (s->nic == nic && s->srqn == srqn) return s;
+  return nullptr;
+}
+
 void qp_set_state(Qp& qp, int state) {
+  if (state == IBV_QPS_RESET || state == IBV_QPS_ERR) abandon_requests(qp, state == IBV_QPS_ERR);
   if (state == IBV_QPS_RESET) {
     // The device forgets the queues' progress; the provider restarts its indices (mlx5 does the same).
     qp.ci = 0;

@@ -170,6 +170,7 @@ int provider_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
       return fail(err, "ibv_post_recv", "QP " + hex(q.qpn) + " WR " + std::to_string(wr->wr_id), why);
     };
     if (q.state.load() == IBV_QPS_RESET) return error(EINVAL, "the QP is in RESET");
+    if (q.srq != nullptr) return error(EINVAL, "the QP receives from SRQ " + hex(q.srq->srqn) + " (use ibv_post_srq_recv)");
     if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > q.max_recv_sge)
       return error(EINVAL, std::to_string(wr->num_sge) + " SGEs, the QP takes " + std::to_string(q.max_recv_sge));
     const uint32_t tail = __atomic_load_n(&q.rq_tail, __ATOMIC_ACQUIRE);
@@ -188,6 +189,32 @@ int provider_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   if (posted != 0) {
     std::atomic_thread_fence(std::memory_order_release);
     __atomic_store_n(&q.sq.dbrec[kRcvDbr], to_be32(q.rq_head & 0xffff), __ATOMIC_RELEASE);
+  }
+  return 0;
+}
+
+int provider_post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Srq& q = srq_of(ibsrq)[0];
+  std::lock_guard<std::mutex> lock(q.post_mu);
+  for (; wr != nullptr; wr = wr->next) {
+    auto error = [&](int err, const std::string& why) {
+      *bad = wr;
+      return fail(err, "ibv_post_srq_recv", "SRQ " + hex(q.srqn) + " WR " + std::to_string(wr->wr_id), why);
+    };
+    if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > q.max_sge)
+      return error(EINVAL, std::to_string(wr->num_sge) + " SGEs, the SRQ takes " + std::to_string(q.max_sge));
+    const uint32_t tail = q.tail.load(std::memory_order_acquire);
+    if (q.head - tail + 1 > q.wqe_cnt - 1)
+      return error(ENOMEM, "SRQ full (" + std::to_string(q.head - tail) + " of " + std::to_string(q.wqe_cnt - 1) + ")");
+    const uint32_t slot = q.head & (q.wqe_cnt - 1);
+    auto* seg = reinterpret_cast<Seg16*>(q.buf + size_t(slot) * q.stride);
+    uint32_t j = 0;
+    for (int i = 0; i < wr->num_sge; ++i)
+      if (wr->sg_list[i].length != 0) set_data_seg(seg[j++], wr->sg_list[i].length, wr->sg_list[i].lkey, wr->sg_list[i].addr);
+    if (j < q.stride / 16) set_data_seg(seg[j], 0, 0x100, 0);  // MLX5_INVALID_LKEY ends the list
+    q.wrid[slot] = wr->wr_id;
+    ++q.head;
+    __atomic_store_n(&q.dbrec[0], q.head, __ATOMIC_RELEASE);  // published WQE by WQE: the engine may take it now
   }
   return 0;
 }
@@ -224,7 +251,11 @@ int provider_poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
         w.imm_data = c->w[kCqeOffImm / 4];  // big-endian, as the verbs API hands it over
       }
       w.src_qp = from_be32(c->w[24 / 4]) & 0xffffff;
-      if (q != nullptr && q->rq_wqe_cnt != 0) {
+      if (q != nullptr && q->srq != nullptr) {
+        Srq& srq = *q->srq;
+        w.wr_id = srq.wrid[f.wqe_counter & (srq.wqe_cnt - 1)];
+        srq.tail.fetch_add(1, std::memory_order_acq_rel);
+      } else if (q != nullptr && q->rq_wqe_cnt != 0) {
         w.wr_id = q->rq_wrid[f.wqe_counter & (q->rq_wqe_cnt - 1)];
         __atomic_fetch_add(&q->rq_tail, 1u, __ATOMIC_ACQ_REL);
       }

@@ -36,6 +36,7 @@ std::string dev_name(ibv_context* ctx) { return ctx && ctx->device ? ctx->device
 
 int query_port_ex(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t size);
 int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_device_attr_ex* attr, size_t size);
+ibv_pd* alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* attr);
 
 void fill_device_attr(const DeviceSpec& s, ibv_device_attr* a) {
   std::memset(a, 0, sizeof *a);
@@ -60,9 +61,33 @@ void fill_device_attr(const DeviceSpec& s, ibv_device_attr* a) {
   a->max_qp_init_rd_atom = kMaxRdAtomic;
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_ah = 1 << 20;
+  a->max_srq = 1 << 16;
+  a->max_srq_wr = kMaxSrqWr;
+  a->max_srq_sge = kMaxSge;
   a->max_pkeys = s.roce ? 1 : kPkeyTableIb;
   a->local_ca_ack_delay = 16;
   a->phys_port_cnt = 1;
+}
+
+// The address vector the mlx5 provider builds for an AH (mlx5_wqe_av): destination LID, SL and
+// path bits; with a GRH the flag, source GID index, flow label, hop limit, traffic class and
+// destination GID; on RoCE a destination MAC (the emulation's, from the GID: there is no
+// neighbour table to ask).
+void fill_av(const DeviceSpec& s, const ibv_ah_attr& a, mlx5_wqe_av* av) {
+  std::memset(av, 0, sizeof *av);
+  av->stat_rate_sl = static_cast<uint8_t>(((a.static_rate & 0xf) << 4) | (a.sl & 0xf));
+  av->fl_mlid = a.src_path_bits & 0x7f;
+  av->rlid = htobe16(a.dlid);
+  if (a.is_global) {
+    av->grh_gid_fl = htobe32((1u << 30) | (uint32_t(a.grh.sgid_index) << 20) | (a.grh.flow_label & 0xfffff));
+    av->hop_limit = a.grh.hop_limit;
+    av->tclass = a.grh.traffic_class;
+    std::memcpy(av->rgid, a.grh.dgid.raw, 16);
+  }
+  if (s.roce) {
+    const uint8_t mac[6] = {0x02, 0x00, a.grh.dgid.raw[12], a.grh.dgid.raw[13], a.grh.dgid.raw[14], a.grh.dgid.raw[15]};
+    std::memcpy(av->rmac, mac, 6);
+  }
 }
 
 void fill_port_attr(const DeviceSpec& s, ibv_port_attr* a) {
@@ -119,10 +144,125 @@ Context* context_of(ibv_context* ctx) {
 }
 
 uint32_t pd_number(ibv_pd* pd) { return vpd(pd)->pdn; }
+Srq* srq_of(ibv_srq* srq) { return &vsrq(srq)->core; }
+const void* ah_av(ibv_ah* ah) { return &reinterpret_cast<VAh*>(ah)->av; }
+
+ibv_qp* create_dct(ibv_context* ctx, ibv_qp_init_attr_ex* attr, uint64_t dc_key) {
+  const char* call = "mlx5dv_create_qp";
+  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr || attr->pd->context != ctx)
+    return fail(EINVAL, call, dev_name(ctx), "a DC target needs attr->pd (IBV_QP_INIT_ATTR_PD) of this context"), nullptr;
+  if (attr->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD))
+    return fail(EOPNOTSUPP, call, dev_name(ctx), "init attribute mask " + hex(attr->comp_mask) + " (only PD is emulated)"), nullptr;
+  ibv_qp_init_attr base{};
+  base.qp_context = attr->qp_context;
+  base.send_cq = attr->send_cq;
+  base.recv_cq = attr->recv_cq;
+  base.srq = attr->srq;
+  base.cap = attr->cap;
+  base.qp_type = IBV_QPT_RC;
+  ibv_qp* qp = create_qp(attr->pd, &base, QpType::dct, dc_key, call);
+  if (qp != nullptr) attr->cap = base.cap;
+  return qp;
+}
 Qp* qp_of(ibv_qp* qp) { return &vqp(qp)->core; }
 Cq* cq_of(ibv_cq* cq) { return &vcq(cq)->core; }
 
-ibv_context* open_context(ibv_device* dev, bool devx) {
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr, QpType type, uint64_t dc_key, const char* call) {
+  Context* c = context_of(pd->context);
+  const std::string obj = std::string(type == QpType::dct ? "DCT" : "QP") + " on " + dev_name(pd->context);
+  if (attr->srq != nullptr && attr->srq->context != pd->context)
+    return fail(EINVAL, call, obj, "the SRQ belongs to another context"), nullptr;
+  if (type == QpType::dct && attr->srq == nullptr) return fail(EINVAL, call, obj, "a DC target needs an SRQ"), nullptr;
+  if (attr->recv_cq == nullptr || (type != QpType::dct && attr->send_cq == nullptr))
+    return fail(EINVAL, call, obj, "send_cq and recv_cq are required"), nullptr;
+  if ((attr->send_cq != nullptr && attr->send_cq->context != pd->context) || attr->recv_cq->context != pd->context)
+    return fail(EINVAL, call, obj, "the CQs belong to another context"), nullptr;
+  ibv_qp_cap& cap = attr->cap;
+  if (attr->srq != nullptr) cap.max_recv_wr = cap.max_recv_sge = 0;  // receives come from the SRQ
+  if (type == QpType::dct) cap.max_send_wr = cap.max_send_sge = cap.max_inline_data = 0;  // it only answers
+  if (cap.max_send_wr > kMaxQpWr || cap.max_recv_wr > kMaxQpWr)
+    return fail(EINVAL, call, obj, "max_send_wr/max_recv_wr above the device's " + std::to_string(kMaxQpWr)), nullptr;
+  if (cap.max_send_sge > kMaxSge || cap.max_recv_sge > kMaxSge)
+    return fail(EINVAL, call, obj, "max_send_sge/max_recv_sge above the device's " + std::to_string(kMaxSge)), nullptr;
+  if (cap.max_inline_data > kMaxInline)
+    return fail(EINVAL, call, obj, "max_inline_data " + std::to_string(cap.max_inline_data) + " above the device's " + std::to_string(kMaxInline)), nullptr;
+  // Send WQE budget: ctrl + raddr + the larger of the gather list, the inline run, an atomic (as
+  // the mlx5 provider sizes it), in whole WQEBBs.
+  const uint32_t data = std::max({16 * std::max(cap.max_send_sge, 1u), (4 + cap.max_inline_data + 15) / 16 * 16, 32u});
+  const uint32_t wqe_bytes = (32 + data + 63) / 64 * 64;
+  const uint32_t sq_wqebbs = cap.max_send_wr ? roundup_pow2(cap.max_send_wr * (wqe_bytes / 64)) : 0;
+  const uint32_t rq_cnt = cap.max_recv_wr ? roundup_pow2(cap.max_recv_wr) : 0;
+  const uint32_t rq_stride = roundup_pow2(16 * std::max(cap.max_recv_sge, 1u));
+  const size_t sq_bytes = size_t(sq_wqebbs) * 64, rq_bytes = size_t(rq_cnt) * rq_stride;
+  void* mem = std::aligned_alloc(4096, (rq_bytes + sq_bytes + 64 + 4095) & ~size_t(4095));
+  if (mem == nullptr) return fail(ENOMEM, call, obj, "out of memory"), nullptr;
+  std::memset(mem, 0, rq_bytes + sq_bytes + 64);
+  auto* v = new VQp();
+  Qp& q = v->core;
+  q.kind = QpKind::verbs;
+  q.type = type;
+  q.dc_key = dc_key;
+  q.ctx = c;
+  q.pdn = vpd(pd)->pdn;
+  q.sq_sig_all = attr->sq_sig_all != 0;
+  q.owned_mem = mem;
+  q.rq_buf = static_cast<uint8_t*>(mem);  // mlx5 places the RQ first, then the SQ
+  q.rq_wqe_cnt = rq_cnt;
+  q.rq_stride = rq_stride;
+  q.sq.buf = static_cast<uint8_t*>(mem) + rq_bytes;
+  q.sq.wqe_cnt = sq_wqebbs;
+  q.sq.dbrec = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(mem) + rq_bytes + sq_bytes);
+  q.sq.doorbell = &q.private_doorbell;
+  q.sq_wqe_bytes = wqe_bytes;
+  q.max_send_wr = sq_wqebbs / (wqe_bytes / 64);
+  q.max_recv_wr = rq_cnt;
+  q.max_send_sge = type == QpType::dct ? 0 : (wqe_bytes - 32) / 16;
+  q.max_recv_sge = rq_cnt ? rq_stride / 16 : 0;
+  q.max_inline = type == QpType::dct ? 0 : std::min(kMaxInline, wqe_bytes - 36);
+  q.sq_wrid.assign(std::max(sq_wqebbs, 1u), 0);
+  q.sq_wqe_head.assign(std::max(sq_wqebbs, 1u), 0);
+  q.rq_wrid.assign(std::max(rq_cnt, 1u), 0);
+  q.send_cq = attr->send_cq ? cq_of(attr->send_cq) : nullptr;
+  q.recv_cq = cq_of(attr->recv_cq);
+  q.srq = attr->srq ? &vsrq(attr->srq)->core : nullptr;
+  q.ibv = &v->qp;
+  v->pd = vpd(pd);
+  std::lock_guard<std::mutex> lock(registry().mu);
+  q.nic = c->nic;
+  if (c->nic->add_qp(&q) == 0) {
+    std::free(mem);
+    delete v;
+    return fail(ENOMEM, call, obj, "the device's QP table is full"), nullptr;
+  }
+  q.sq.qpn = q.qpn;
+  if (q.send_cq) ++q.send_cq->refs;
+  ++q.recv_cq->refs;
+  if (q.srq) ++q.srq->refs;
+  ++v->pd->refs;
+  registry().qps.push_back(&q);
+  v->qp.context = pd->context;
+  v->qp.qp_context = attr->qp_context;
+  v->qp.pd = pd;
+  v->qp.send_cq = attr->send_cq;
+  v->qp.recv_cq = attr->recv_cq;
+  v->qp.srq = attr->srq;
+  v->qp.handle = q.qpn;
+  v->qp.qp_num = q.qpn;
+  v->qp.state = IBV_QPS_RESET;
+  v->qp.qp_type = type == QpType::dct ? IBV_QPT_DRIVER : IBV_QPT_RC;
+  pthread_mutex_init(&v->qp.mutex, nullptr);
+  pthread_cond_init(&v->qp.cond, nullptr);
+  cap.max_send_wr = q.max_send_wr;
+  cap.max_recv_wr = q.max_recv_wr;
+  cap.max_send_sge = q.max_send_sge;
+  cap.max_recv_sge = q.max_recv_sge;
+  cap.max_inline_data = q.max_inline;
+  note(std::string(call) + ": " + obj + ": qpn " + hex(q.qpn) + ", pd " + hex(q.pdn) + (q.srq ? ", SRQ " + hex(q.srq->srqn) : "") +
+       ", " + std::to_string(q.max_send_wr) + " send WRs, " + std::to_string(q.max_recv_wr) + " receive WRs");
+  return &v->qp;
+}
+
+ibv_context* open_context(ibv_device* dev) {
   if (!is_emulated_device(dev)) {
     fail(ENODEV, "ibv_open_device", dev ? dev->name : "(null)", "not a device of the emulated rdma-core");
     return nullptr;
@@ -137,12 +277,14 @@ ibv_context* open_context(ibv_device* dev, bool devx) {
   v->vctx.sz = sizeof(verbs_context);
   v->vctx.query_port = query_port_ex;
   v->vctx.query_device_ex = query_device_ex;
+  v->vctx.alloc_parent_domain = alloc_parent_domain;
   ctx->device = dev;
   ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
   ctx->ops.post_send = provider_post_send;
   ctx->ops.post_recv = provider_post_recv;
   ctx->ops.poll_cq = provider_poll_cq;
   ctx->ops.req_notify_cq = provider_req_notify_cq;
+  ctx->ops.post_srq_recv = provider_post_srq_recv;
   ctx->num_comp_vectors = 1;
   pthread_mutex_init(&ctx->mutex, nullptr);
   if (pipe(v->core.async_pipe) != 0) {
@@ -154,7 +296,6 @@ ibv_context* open_context(ibv_device* dev, bool devx) {
   ctx->async_fd = v->core.async_pipe[0];
   ctx->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);  // a valid descriptor for callers that poll it
   v->core.ibv = ctx;
-  v->core.devx = devx;
   std::lock_guard<std::mutex> lock(registry().mu);
   v->core.nic = &nic_for(index);
   ++registry().open_contexts;
@@ -184,6 +325,26 @@ namespace {
 int query_port_ex(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t size) {
   return query_port_ex_impl(ctx, port, attr, size);
 }
+// A parent domain: a PD that wraps another (thread domains and custom allocators are not
+// emulated). Objects created on it belong to its parent's protection domain.
+ibv_pd* alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* attr) {
+  const char* call = "ibv_alloc_parent_domain";
+  if (context_of(ctx) == nullptr) return fail(EINVAL, call, "context", "not an emulated context"), nullptr;
+  if (attr == nullptr || attr->pd == nullptr || attr->pd->context != ctx)
+    return fail(EINVAL, call, dev_name(ctx), "attr->pd must be a PD of this context"), nullptr;
+  if (attr->td != nullptr || attr->comp_mask != 0)
+    return fail(EOPNOTSUPP, call, dev_name(ctx), "thread domains and custom allocators (comp_mask " + hex(attr->comp_mask) + ") are not emulated"), nullptr;
+  VPd* parent = vpd(attr->pd);
+  auto* p = new VPd();
+  std::lock_guard<std::mutex> lock(registry().mu);
+  p->pd.context = ctx;
+  p->pdn = parent->pdn;
+  p->pd.handle = parent->pd.handle;
+  p->parent = parent;
+  ++parent->refs;
+  return &p->pd;
+}
+
 int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_device_attr_ex* attr, size_t size) {
   Context* c = context_of(ctx);
   if (c == nullptr) return fail(EINVAL, "ibv_query_device_ex", "context", "not an emulated context");
@@ -228,7 +389,9 @@ int ibv_get_device_index(ibv_device* device) {
   return is_emulated_device(device) ? static_cast<int>(reinterpret_cast<VDevice*>(device)->index) : -1;
 }
 
-ibv_context* ibv_open_device(ibv_device* device) { return open_context(device, false); }
+// rdma-core's mlx5 provider opens every context with DEVX when the device allows it (since
+// "mlx5: Enable devx by default"), so NVSHMEM issues DEVX commands on an ibv_open_device context.
+ibv_context* ibv_open_device(ibv_device* device) { return open_context(device); }
 
 int ibv_close_device(ibv_context* context) {
   Context* c = context_of(context);
@@ -352,8 +515,11 @@ int ibv_dealloc_pd(ibv_pd* pd) {
   std::lock_guard<std::mutex> lock(registry().mu);
   if (p->refs != 0)
     return fail(EBUSY, "ibv_dealloc_pd", "PD " + std::to_string(p->pdn),
-                std::to_string(p->refs) + " memory regions, QPs or address handles still use it");
-  context_of(pd->context)->nic->free_pdn(p->pdn);
+                std::to_string(p->refs) + " memory regions, QPs, SRQs, address handles or parent domains still use it");
+  if (p->parent != nullptr)
+    --p->parent->refs;  // a parent domain: the PD number stays its parent's
+  else
+    context_of(pd->context)->nic->free_pdn(p->pdn);
   delete p;
   return 0;
 }
@@ -538,88 +704,11 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   const char* call = "ibv_create_qp";
   if (pd == nullptr || context_of(pd->context) == nullptr) return fail(EINVAL, call, "PD", "not a PD of an emulated context"), nullptr;
-  Context* c = context_of(pd->context);
-  const std::string obj = "QP on " + dev_name(pd->context);
   if (attr->qp_type != IBV_QPT_RC)
-    return fail(EOPNOTSUPP, call, obj, "QP type " + std::to_string(attr->qp_type) + " is not emulated (RC only)"), nullptr;
-  if (attr->srq != nullptr) return fail(EOPNOTSUPP, call, obj, "shared receive queues are not emulated"), nullptr;
-  if (attr->send_cq == nullptr || attr->recv_cq == nullptr) return fail(EINVAL, call, obj, "send_cq and recv_cq are required"), nullptr;
-  if (attr->send_cq->context != pd->context || attr->recv_cq->context != pd->context)
-    return fail(EINVAL, call, obj, "the CQs belong to another context"), nullptr;
-  ibv_qp_cap& cap = attr->cap;
-  if (cap.max_send_wr > kMaxQpWr || cap.max_recv_wr > kMaxQpWr)
-    return fail(EINVAL, call, obj, "max_send_wr/max_recv_wr above the device's " + std::to_string(kMaxQpWr)), nullptr;
-  if (cap.max_send_sge > kMaxSge || cap.max_recv_sge > kMaxSge)
-    return fail(EINVAL, call, obj, "max_send_sge/max_recv_sge above the device's " + std::to_string(kMaxSge)), nullptr;
-  if (cap.max_inline_data > kMaxInline)
-    return fail(EINVAL, call, obj, "max_inline_data " + std::to_string(cap.max_inline_data) + " above the device's " + std::to_string(kMaxInline)), nullptr;
-  // Send WQE budget: ctrl + raddr + the larger of the gather list, the inline run, an atomic (as
-  // the mlx5 provider sizes it), in whole WQEBBs.
-  const uint32_t data = std::max({16 * std::max(cap.max_send_sge, 1u), (4 + cap.max_inline_data + 15) / 16 * 16, 32u});
-  const uint32_t wqe_bytes = (32 + data + 63) / 64 * 64;
-  const uint32_t sq_wqebbs = cap.max_send_wr ? roundup_pow2(cap.max_send_wr * (wqe_bytes / 64)) : 0;
-  const uint32_t rq_cnt = cap.max_recv_wr ? roundup_pow2(cap.max_recv_wr) : 0;
-  const uint32_t rq_stride = roundup_pow2(16 * std::max(cap.max_recv_sge, 1u));
-  const size_t sq_bytes = size_t(sq_wqebbs) * 64, rq_bytes = size_t(rq_cnt) * rq_stride;
-  void* mem = std::aligned_alloc(4096, (rq_bytes + sq_bytes + 64 + 4095) & ~size_t(4095));
-  if (mem == nullptr) return fail(ENOMEM, call, obj, "out of memory"), nullptr;
-  std::memset(mem, 0, rq_bytes + sq_bytes + 64);
-  auto* v = new VQp();
-  Qp& q = v->core;
-  q.kind = QpKind::verbs;
-  q.ctx = c;
-  q.pdn = vpd(pd)->pdn;
-  q.sq_sig_all = attr->sq_sig_all != 0;
-  q.owned_mem = mem;
-  q.rq_buf = static_cast<uint8_t*>(mem);  // mlx5 places the RQ first, then the SQ
-  q.rq_wqe_cnt = rq_cnt;
-  q.rq_stride = rq_stride;
-  q.sq.buf = static_cast<uint8_t*>(mem) + rq_bytes;
-  q.sq.wqe_cnt = sq_wqebbs;
-  q.sq.dbrec = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(mem) + rq_bytes + sq_bytes);
-  q.sq.doorbell = &q.private_doorbell;
-  q.sq_wqe_bytes = wqe_bytes;
-  q.max_send_wr = sq_wqebbs / (wqe_bytes / 64);
-  q.max_recv_wr = rq_cnt;
-  q.max_send_sge = (wqe_bytes - 32) / 16;
-  q.max_recv_sge = rq_stride / 16;
-  q.max_inline = std::min(kMaxInline, wqe_bytes - 36);
-  q.sq_wrid.assign(std::max(sq_wqebbs, 1u), 0);
-  q.sq_wqe_head.assign(std::max(sq_wqebbs, 1u), 0);
-  q.rq_wrid.assign(std::max(rq_cnt, 1u), 0);
-  q.send_cq = cq_of(attr->send_cq);
-  q.recv_cq = cq_of(attr->recv_cq);
-  q.ibv = &v->qp;
-  v->pd = vpd(pd);
-  std::lock_guard<std::mutex> lock(registry().mu);
-  q.nic = c->nic;
-  if (c->nic->add_qp(&q) == 0) {
-    std::free(mem);
-    delete v;
-    return fail(ENOMEM, call, obj, "the device's QP table is full"), nullptr;
-  }
-  q.sq.qpn = q.qpn;
-  ++q.send_cq->refs;
-  ++q.recv_cq->refs;
-  ++v->pd->refs;
-  registry().qps.push_back(&q);
-  v->qp.context = pd->context;
-  v->qp.qp_context = attr->qp_context;
-  v->qp.pd = pd;
-  v->qp.send_cq = attr->send_cq;
-  v->qp.recv_cq = attr->recv_cq;
-  v->qp.handle = q.qpn;
-  v->qp.qp_num = q.qpn;
-  v->qp.state = IBV_QPS_RESET;
-  v->qp.qp_type = IBV_QPT_RC;
-  pthread_mutex_init(&v->qp.mutex, nullptr);
-  pthread_cond_init(&v->qp.cond, nullptr);
-  cap.max_send_wr = q.max_send_wr;
-  cap.max_recv_wr = q.max_recv_wr;
-  cap.max_send_sge = q.max_send_sge;
-  cap.max_recv_sge = q.max_recv_sge;
-  cap.max_inline_data = q.max_inline;
-  return &v->qp;
+    return fail(EOPNOTSUPP, call, "QP on " + dev_name(pd->context),
+                "QP type " + std::to_string(attr->qp_type) + " is not emulated (RC; DC targets through mlx5dv_create_qp)"),
+           nullptr;
+  return create_qp(pd, attr, QpType::rc, 0, call);
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
@@ -633,7 +722,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     return fail(EINVAL, call, obj, "cur_qp_state " + std::to_string(attr->cur_qp_state) + " is not the QP's state " + std::to_string(actual));
   const int next = (mask & IBV_QP_STATE) ? static_cast<int>(attr->qp_state) : actual;
   std::string why;
-  if (!modify_qp_is_ok(actual, next, mask, &why)) return fail(EINVAL, call, obj, why);
+  const bool ok = q.type == QpType::dct ? modify_dct_is_ok(actual, next, mask, &why) : modify_qp_is_ok(actual, next, mask, &why);
+  if (!ok) return fail(EINVAL, call, obj, why);
   const DeviceSpec& spec = q.nic->spec();
   if ((mask & IBV_QP_PORT) && attr->port_num != 1)
     return fail(EINVAL, call, obj, "port_num " + std::to_string(attr->port_num) + " does not exist (one port: 1)");
@@ -682,6 +772,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     if (next == IBV_QPS_RTS) v->sq_enabled = true;
   }
   qp->state = static_cast<ibv_qp_state>(next);
+  note(std::string(call) + ": " + obj + ": mask " + hex(mask) + " -> state " + std::to_string(next) +
+       ((mask & IBV_QP_DEST_QPN) ? ", remote QP " + hex(q.dest_qpn) : ""));
   return 0;
 }
 
@@ -717,7 +809,8 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr
     init_attr->send_cq = qp->send_cq;
     init_attr->recv_cq = qp->recv_cq;
     init_attr->cap = attr->cap;
-    init_attr->qp_type = IBV_QPT_RC;
+    init_attr->qp_type = qp->qp_type;
+    init_attr->srq = qp->srq;
     init_attr->sq_sig_all = q.sq_sig_all;
   }
   qp->state = attr->qp_state;
@@ -744,23 +837,96 @@ ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
   return nullptr;
 }
 
-// ---- SRQs, AHs, multicast: what the emulation does not offer says so --------------------------------
-ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr*) {
-  fail(EOPNOTSUPP, "ibv_create_srq", pd ? dev_name(pd->context) : "PD", "shared receive queues are not emulated");
-  return nullptr;
+// ---- SRQs --------------------------------------------------------------------------------------------
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
+  const char* call = "ibv_create_srq";
+  if (pd == nullptr || context_of(pd->context) == nullptr) return fail(EINVAL, call, "PD", "not a PD of an emulated context"), nullptr;
+  Context* c = context_of(pd->context);
+  const std::string obj = "SRQ of " + std::to_string(init->attr.max_wr) + " WRs on " + dev_name(pd->context);
+  if (init->attr.max_wr == 0 || init->attr.max_wr > kMaxSrqWr)
+    return fail(EINVAL, call, obj, "max_wr must be 1.." + std::to_string(kMaxSrqWr)), nullptr;
+  if (init->attr.max_sge == 0 || init->attr.max_sge > kMaxSge)
+    return fail(EINVAL, call, obj, "max_sge must be 1.." + std::to_string(kMaxSge)), nullptr;
+  // A ring of receive WQEs, one more than asked (mlx5 keeps one slot free), then the counter.
+  const uint32_t cnt = roundup_pow2(init->attr.max_wr + 1);
+  const uint32_t stride = roundup_pow2(16 * init->attr.max_sge);
+  void* mem = std::aligned_alloc(4096, (size_t(cnt) * stride + 64 + 4095) & ~size_t(4095));
+  if (mem == nullptr) return fail(ENOMEM, call, obj, "out of memory"), nullptr;
+  std::memset(mem, 0, size_t(cnt) * stride + 64);
+  auto* v = new VSrq();
+  Srq& q = v->core;
+  q.ctx = c;
+  q.pdn = vpd(pd)->pdn;
+  q.buf = static_cast<uint8_t*>(mem);
+  q.wqe_cnt = cnt;
+  q.stride = stride;
+  q.dbrec = reinterpret_cast<uint32_t*>(q.buf + size_t(cnt) * stride);
+  q.max_sge = stride / 16;
+  q.limit = init->attr.srq_limit;
+  q.wrid.assign(cnt, 0);
+  q.owned_mem = mem;
+  q.ibv = &v->srq;
+  v->pd = vpd(pd);
+  std::lock_guard<std::mutex> lock(registry().mu);
+  q.nic = c->nic;
+  q.srqn = c->nic->alloc_srqn();
+  ++v->pd->refs;
+  registry().srqs.push_back(&q);
+  v->srq.context = pd->context;
+  v->srq.srq_context = init->srq_context;
+  v->srq.pd = pd;
+  v->srq.handle = q.srqn;
+  pthread_mutex_init(&v->srq.mutex, nullptr);
+  pthread_cond_init(&v->srq.cond, nullptr);
+  init->attr.max_wr = cnt - 1;
+  init->attr.max_sge = q.max_sge;
+  note(std::string(call) + ": " + obj + ": srqn " + hex(q.srqn) + ", pd " + hex(q.pdn));
+  return &v->srq;
 }
-int ibv_modify_srq(ibv_srq*, ibv_srq_attr*, int) { return fail(EOPNOTSUPP, "ibv_modify_srq", "SRQ", "not emulated"); }
-int ibv_query_srq(ibv_srq*, ibv_srq_attr*) { return fail(EOPNOTSUPP, "ibv_query_srq", "SRQ", "not emulated"); }
-int ibv_destroy_srq(ibv_srq*) { return fail(EOPNOTSUPP, "ibv_destroy_srq", "SRQ", "not emulated"); }
 
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  Srq& q = vsrq(srq)->core;
+  if (mask & ~IBV_SRQ_LIMIT)
+    return fail(EINVAL, "ibv_modify_srq", "SRQ " + hex(q.srqn), "only the limit (IBV_SRQ_LIMIT) can be changed (mask " + hex(mask) + ")");
+  if ((mask & IBV_SRQ_LIMIT) && attr->srq_limit >= q.wqe_cnt)
+    return fail(EINVAL, "ibv_modify_srq", "SRQ " + hex(q.srqn), "srq_limit " + std::to_string(attr->srq_limit) + " is not below max_wr");
+  std::lock_guard<std::mutex> lock(registry().mu);
+  if (mask & IBV_SRQ_LIMIT) q.limit = attr->srq_limit;
+  return 0;
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  const Srq& q = vsrq(srq)->core;
+  attr->max_wr = q.wqe_cnt - 1;
+  attr->max_sge = q.max_sge;
+  attr->srq_limit = q.limit;
+  return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+  VSrq* v = vsrq(srq);
+  std::lock_guard<std::mutex> lock(registry().mu);
+  if (v->core.refs != 0)
+    return fail(EBUSY, "ibv_destroy_srq", "SRQ " + hex(v->core.srqn), std::to_string(v->core.refs) + " QPs still use it");
+  destroy_srq_locked(v);
+  return 0;
+}
+
+// ---- AHs, multicast: what the emulation does not offer says so ----------------------------------------
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   if (pd == nullptr || context_of(pd->context) == nullptr) return fail(EINVAL, "ibv_create_ah", "PD", "not a PD of an emulated context"), nullptr;
   if (attr->port_num != 1) return fail(EINVAL, "ibv_create_ah", dev_name(pd->context), "port_num must be 1"), nullptr;
+  const DeviceSpec& spec = context_of(pd->context)->nic->spec();
+  if (spec.roce && !attr->is_global)
+    return fail(EINVAL, "ibv_create_ah", dev_name(pd->context), "a RoCE port needs a global route (is_global and a GID)"), nullptr;
+  if (attr->is_global && attr->grh.sgid_index >= spec.gids.size())
+    return fail(EINVAL, "ibv_create_ah", dev_name(pd->context), "sgid_index " + std::to_string(attr->grh.sgid_index) + " names no GID"), nullptr;
   auto* a = new VAh();
   a->ah.context = pd->context;
   a->ah.pd = pd;
   a->attr = *attr;
   a->pd = vpd(pd);
+  fill_av(spec, *attr, &a->av);
   std::lock_guard<std::mutex> lock(registry().mu);
   ++a->pd->refs;
   return &a->ah;
@@ -796,10 +962,12 @@ namespace gicomm::emu {
 void destroy_qp_locked(VQp* v) {
   Qp& q = v->core;
   Registry& reg = registry();
+  forget_qp(q);
   reg.qps.erase(std::remove(reg.qps.begin(), reg.qps.end(), &q), reg.qps.end());
   q.nic->remove_qp(&q);
   if (q.send_cq) --q.send_cq->refs;
   if (q.recv_cq) --q.recv_cq->refs;
+  if (q.srq) --q.srq->refs;
   if (v->pd) --v->pd->refs;
   std::free(q.owned_mem);
   pthread_mutex_destroy(&v->qp.mutex);
@@ -818,11 +986,24 @@ void destroy_cq_locked(VCq* v) {
   delete v;
 }
 
+void destroy_srq_locked(VSrq* v) {
+  Srq& q = v->core;
+  Registry& reg = registry();
+  reg.srqs.erase(std::remove(reg.srqs.begin(), reg.srqs.end(), &q), reg.srqs.end());
+  --v->pd->refs;
+  std::free(q.owned_mem);
+  pthread_mutex_destroy(&v->srq.mutex);
+  pthread_cond_destroy(&v->srq.cond);
+  delete v;
+}
+
 void destroy_context_objects(Context* ctx) {
   devx_destroy_context_objects(ctx);
   Registry& reg = registry();
   for (Qp* q : std::vector<Qp*>(reg.qps))
     if (q->ctx == ctx && q->kind == QpKind::verbs) destroy_qp_locked(vqp(q->ibv));
+  for (Srq* q : std::vector<Srq*>(reg.srqs))
+    if (q->ctx == ctx) destroy_srq_locked(vsrq(q->ibv));
   for (Cq* c : std::vector<Cq*>(reg.cqs))
     if (c->ctx == ctx && c->ibv != nullptr) destroy_cq_locked(vcq(c->ibv));
 }

@@ -286,8 +286,10 @@ void case_commands() {
   EXPECT(prm::get(out, prm::cmd_hca_cap::log_max_msg.at(cap)) == 30, "log_max_msg");
   prm::set(in, prm::query_hca_cap_in::op_mod, (prm::kCapOpModAtomic << 1) | 1);
   EXPECT(mlx5dv_devx_general_cmd(r.ctx, in, prm::bytes_of(prm::kShortInBits), out, sizeof out) == 0, "QUERY_HCA_CAP atomic");
-  EXPECT(prm::get(out, prm::atomic_caps::atomic_operations.at(cap)) == (prm::kAtomicOpCompareSwap | prm::kAtomicOpFetchAdd) &&
-            (prm::get(out, prm::atomic_caps::atomic_size_qp.at(cap)) & 8),
+  EXPECT(prm::get(out, prm::atomic_caps::atomic_operations.at(cap)) ==
+                (prm::kAtomicOpCompareSwap | prm::kAtomicOpFetchAdd | prm::kAtomicOpMaskedCompareSwap |
+                 prm::kAtomicOpMaskedFetchAdd) &&
+            prm::get(out, prm::atomic_caps::atomic_size_qp.at(cap)) == (prm::kAtomicSizeQp4 | prm::kAtomicSizeQp8),
         "atomic caps ops 0x%x sizes 0x%x", prm::get(out, prm::atomic_caps::atomic_operations.at(cap)),
         prm::get(out, prm::atomic_caps::atomic_size_qp.at(cap)));
   // The caps output mailbox too short for the capability: BAD_OUTP_LEN.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gicomm.baselines.parsers import ParseError, parse, to_records
-from gicomm.records import new_record
+from gicomm.records import RecordIdentity, new_record
 
 # tool -> (transport, nic_backend) of the records its numbers become.
 UPSTREAM: dict[str, tuple[str, str]] = {
@@ -32,22 +32,22 @@ def records_from_log(
     provenance_id: str = "unknown",
 ) -> list[dict[str, Any]]:
     transport, nic_backend = UPSTREAM[tool]
-    identity: dict[str, Any] = {
-        "campaign": campaign,
-        "host": host,
-        "platform": platform,
-        "experiment": experiment,
-        "transport": transport,
-        "nic_backend": nic_backend,
-        "run_index": run_index,
-        "provenance_id": provenance_id,
-    }
+    who = RecordIdentity(
+        campaign=campaign,
+        host=host,
+        platform=platform,
+        experiment=experiment,
+        transport=transport,
+        nic_backend=nic_backend,
+        run_index=run_index,
+        provenance_id=provenance_id,
+    )
     try:
         rows = parse(tool, text)
     except ParseError as exc:
         return [
             new_record(
-                **identity,
+                who,
                 params={"tool": tool},
                 metric="upstream",
                 unit="",
@@ -55,4 +55,4 @@ def records_from_log(
                 error=f"{tool} log holds no result: {exc}",
             )
         ]
-    return to_records(rows, **identity, params={"tool": tool})
+    return to_records(rows, who, params={"tool": tool})

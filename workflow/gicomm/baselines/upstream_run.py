@@ -1,13 +1,8 @@
 """Run the upstream test programs of the library baselines that have no harness of ours (MSCCL++
 PortChannel, UCCL-EP, DeepEP V1, fabric-lib) and turn what they print into records.
 
-gicomm-bench-baselines (native/baselines/nic/driver.cpp) execs this with the contract's command
-line (native/bench/README.md) and the points of these transports::
-
-    python -m gicomm.baselines.upstream_run --experiment E --points P.jsonl --out OUT.jsonl \\
-        --campaign C --host H --platform P --run-index N --provenance-id ID [--nic-backend B] ...
-
-For each point: the source is the point's ``source`` parameter or the first source in
+The batch runner calls this for a library_baselines point of these transports
+(gicomm.baselines.dispatch). The source is the point's ``source`` parameter or the first source in
 config/baselines.yaml ``use`` of the transport's library that has a ``run`` section; its prepared
 root comes from ``build/baselines/<source>/manifest.json`` (``snakemake baselines``). The run's
 argv (placeholders {root} {src} {build} {prefix} {python} {peer}) runs without a shell, its output
@@ -18,31 +13,25 @@ A point whose source is not prepared, or whose host lacks what the source needs 
 its run's ``needs``, checked as the pipeline checks an experiment's), is recorded as ``skipped``
 with the reason; a program that fails, times out or prints no result is ``failed``, with the end
 of its output. Environment: GICOMM_BASELINES_FILE (default config/baselines.yaml),
-GICOMM_BASELINES_DIR (default build/baselines), both relative to GICOMM_REPO or this checkout.
+GICOMM_BASELINES_DIR (default build/baselines), both relative to the repository.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gicomm import REPO_ROOT
 from gicomm.baselines.parsers import ParseError, Scalar, parse, to_records
-from gicomm.baselines.sources import RUN_PLACEHOLDERS, Baselines, Source, load_baselines
-from gicomm.errors import GicommError
-from gicomm.experiments import Point as SweepPoint
+from gicomm.baselines.sources import RUN_PLACEHOLDERS, Baselines, Source
 from gicomm.needs import unmet_needs
-from gicomm.params import FIRST_CLASS
-from gicomm.records import append_records, new_record
+from gicomm.records import RecordIdentity, new_record
 
 # transport (library_baselines) -> library (config/baselines.yaml)
 TRANSPORTS: dict[str, str] = {
@@ -69,28 +58,9 @@ HardwareFn = Callable[[], dict[str, Any]]
 
 
 @dataclass(frozen=True)
-class Args:
-    experiment: str
-    points: Path
-    out: Path
-    campaign: str
-    host: str
-    platform: str
-    run_index: int
-    provenance_id: str
-    nic_backend: str | None
-    timeout_ms: int
-
-
-@dataclass(frozen=True)
 class Point:
     point_id: str
-    params: dict[str, Scalar]  # transport and nic_backend among them
-
-    @property
-    def recorded(self) -> dict[str, Scalar]:
-        """The params a record carries: transport and nic_backend stand beside them."""
-        return {k: v for k, v in self.params.items() if k not in FIRST_CLASS}
+    params: dict[str, Scalar]
 
 
 @dataclass(frozen=True)
@@ -100,61 +70,17 @@ class Outcome:
     summary: str
 
 
-def parse_args(argv: list[str] | None) -> Args:
-    ap = argparse.ArgumentParser(
-        prog="gicomm.baselines.upstream_run", description=__doc__.split("\n")[0]
-    )
-    for flag in ("experiment", "points", "out", "campaign", "host", "platform", "provenance-id"):
-        ap.add_argument(f"--{flag}", required=True)
-    for flag in ("run-index", "warmup", "iters", "timeout-ms"):
-        ap.add_argument(f"--{flag}", type=int, default=0)
-    ap.add_argument("--nic-backend", default=None)
-    a = ap.parse_args(argv)
-    return Args(
-        experiment=a.experiment,
-        points=Path(a.points),
-        out=Path(a.out),
-        campaign=a.campaign,
-        host=a.host,
-        platform=a.platform,
-        run_index=a.run_index,
-        provenance_id=a.provenance_id,
-        nic_backend=a.nic_backend,
-        timeout_ms=a.timeout_ms,
-    )
-
-
-def load_points(path: Path) -> list[Point]:
-    out = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            swept = SweepPoint.from_line(line)  # transport and nic_backend back among the params
-            out.append(Point(point_id=swept.point_id, params=swept.params))
-    return out
-
-
-def finished_points(path: Path) -> set[str]:
-    """Point ids that already have records in `path` (a torn last line is not finished)."""
-    done: set[str] = set()
-    if not path.exists():
-        return done
-    for line in path.read_text().splitlines():
-        try:
-            done.add(str(json.loads(line)["point_id"]))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return done
-
-
 class Runner:
+    """Runs upstream points of one batch; `logs` keeps each program's output (evidence)."""
+
     def __init__(
-        self, args: Args, baselines: Baselines, builds: Path, hardware: HardwareFn
+        self, baselines: Baselines, builds: Path, hardware: HardwareFn, logs: Path
     ) -> None:
-        self.args = args
         self.baselines = baselines
         self.builds = builds
         self._hardware_fn = hardware
         self._hardware: dict[str, Any] | None = None
+        self.logs = logs
 
     def hardware(self) -> dict[str, Any]:
         if self._hardware is None:
@@ -162,49 +88,24 @@ class Runner:
         return self._hardware
 
     # ---- records ---------------------------------------------------------------------------------
-    def identity(self, p: Point) -> dict[str, Any]:
-        """The fields every record of point `p` carries (campaign, host, ..., provenance)."""
-        return {
-            "campaign": self.args.campaign,
-            "host": self.args.host,
-            "platform": self.args.platform,
-            "experiment": self.args.experiment,
-            "transport": str(p.params.get("transport", "")),
-            "nic_backend": self.nic_backend(p),
-            "run_index": self.args.run_index,
-            "provenance_id": self.args.provenance_id,
-        }
-
     def status_records(
-        self, p: Point, metrics: list[str], status: str, why: str
+        self, who: RecordIdentity, p: Point, metrics: list[str], status: str, why: str
     ) -> list[dict[str, Any]]:
         return [
-            new_record(
-                **self.identity(p),
-                params=p.recorded,
-                metric=m,
-                unit="",
-                status=status,
-                error=why,
-                point_id=p.point_id,
-            )
+            new_record(who, params=p.params, metric=m, unit="", status=status, error=why)
             for m in metrics
         ]
 
-    def nic_backend(self, p: Point) -> str:
-        return str(self.args.nic_backend or p.params.get("nic_backend") or "mlx5")
-
-    def skipped(self, p: Point, metrics: list[str], why: str) -> Outcome:
+    def skipped(self, who: RecordIdentity, p: Point, metrics: list[str], why: str) -> Outcome:
         why = "not measurable on this host: " + why
-        return Outcome("skipped", self.status_records(p, metrics, "skipped", why), why)
+        return Outcome("skipped", self.status_records(who, p, metrics, "skipped", why), why)
 
-    def failed(self, p: Point, metrics: list[str], why: str) -> Outcome:
-        return Outcome("failed", self.status_records(p, metrics, "failed", why), why)
+    def failed(self, who: RecordIdentity, p: Point, metrics: list[str], why: str) -> Outcome:
+        return Outcome("failed", self.status_records(who, p, metrics, "failed", why), why)
 
     # ---- one point -------------------------------------------------------------------------------
-    def source_for(self, p: Point) -> Source | str:
+    def source_for(self, transport: str, p: Point) -> Source | str:
         """The source that serves the point, or why there is none."""
-        transport = str(p.params.get("transport", ""))
         library = TRANSPORTS[transport]
         named = p.params.get("source")
         if named is not None:
@@ -227,12 +128,13 @@ class Runner:
             "section (how to run its upstream test)"
         )
 
-    def run_point(self, p: Point) -> Outcome:
-        found = self.source_for(p)
+    def run_point(self, who: RecordIdentity, p: Point) -> Outcome:
+        """Run point `p` (its params without transport and NIC backend, which `who` names)."""
+        found = self.source_for(who.transport, p)
         if isinstance(found, str):
             if found.startswith("parameter source="):  # a bad parameter: the point fails
-                return self.failed(p, ["upstream"], found)
-            return self.skipped(p, ["upstream"], found)
+                return self.failed(who, p, ["upstream"], found)
+            return self.skipped(who, p, ["upstream"], found)
         src = found
         run = dict(src.spec["run"])
         tool = str(run["tool"])
@@ -254,14 +156,14 @@ class Runner:
                 f"{manifest_file} (`snakemake baselines` builds it from {self.baselines.path})"
             )
         if reasons:
-            return self.skipped(p, metrics, f"{src.name}: " + "; ".join(reasons))
+            return self.skipped(who, p, metrics, f"{src.name}: " + "; ".join(reasons))
         manifest = json.loads(manifest_file.read_text())
         values = self.placeholders(src, manifest, p)
         try:
             argv = [substitute(a, values) for a in run["argv"]]
             env = {k: substitute(v, values) for k, v in run.get("env", {}).items()}
         except KeyError as exc:
-            return self.failed(p, metrics, f"source {src.name}: run: {exc.args[0]}")
+            return self.failed(who, p, metrics, f"source {src.name}: run: {exc.args[0]}")
         timeout = int(run.get("timeout_s", DEFAULT_TIMEOUT_S))
         log(f"{src.name}: {' '.join(argv)}" + (f" (env {env})" if env else ""))
         try:
@@ -277,15 +179,16 @@ class Runner:
                 check=False,
             )
         except FileNotFoundError:
-            return self.failed(p, metrics, f"{src.name}: upstream program {argv[0]} not found")
+            return self.failed(who, p, metrics, f"{src.name}: upstream program {argv[0]} not found")
         except subprocess.TimeoutExpired as exc:
             text = exc.stdout if isinstance(exc.stdout, str) else (exc.stdout or b"").decode()
             return self.failed(
-                p, metrics, f"{src.name}: {argv[0]} timed out after {timeout} s{tail(text)}"
+                who, p, metrics, f"{src.name}: {argv[0]} timed out after {timeout} s{tail(text)}"
             )
         self.keep_log(p, proc.stdout)
         if proc.returncode != 0:
             return self.failed(
+                who,
                 p,
                 metrics,
                 f"{src.name}: {os.path.basename(argv[0])} exited with code {proc.returncode}"
@@ -297,21 +200,16 @@ class Runner:
             skipped_tests = skipped_by_upstream(tool, proc.stdout)
             if skipped_tests:
                 return self.skipped(
+                    who,
                     p,
                     metrics,
                     f"{src.name}: the upstream test skipped {', '.join(skipped_tests)} "
                     "(built or run without what it needs)",
                 )
             return self.failed(
-                p, metrics, f"{src.name}: {tool} printed no result: {exc}{tail(proc.stdout)}"
+                who, p, metrics, f"{src.name}: {tool} printed no result: {exc}{tail(proc.stdout)}"
             )
-        recs = to_records(
-            rows, **self.identity(p), params={**p.recorded, "tool": tool, "source": src.name}
-        )
-        for r in recs:
-            r["point_id"] = p.point_id
-            if r.get("sm_clock_mhz") is None:
-                r.pop("sm_clock_mhz", None)
+        recs = to_records(rows, who, params={**p.params, "tool": tool, "source": src.name})
         return Outcome("ok", recs, f"{len(recs)} values from {tool}")
 
     def placeholders(self, src: Source, manifest: dict[str, Any], p: Point) -> dict[str, str]:
@@ -334,11 +232,10 @@ class Runner:
         return values
 
     def keep_log(self, p: Point, text: str) -> None:
-        """The upstream output beside the records (evidence; <out>.logs/<point_id>.log)."""
-        folder = Path(str(self.args.out) + ".logs")
-        folder.mkdir(parents=True, exist_ok=True)
+        """The upstream output beside the records (evidence; <logs>/<point_id>.log)."""
+        self.logs.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", p.point_id)
-        (folder / f"{safe}.log").write_text(text)
+        (self.logs / f"{safe}.log").write_text(text)
 
 
 def substitute(text: str, values: dict[str, str]) -> str:
@@ -374,45 +271,8 @@ def log(msg: str) -> None:
 
 
 def default_hardware() -> dict[str, Any]:
-    """GPUs and RDMA devices of this node; GICOMM_SYSFS_ROOT moves /sys (as for the driver)."""
+    """GPUs and RDMA devices of this node; GICOMM_SYSFS_ROOT moves /sys (tests)."""
     from gicomm.probe import probe_gpus, probe_rdma
 
     sys_root = Path(os.environ.get("GICOMM_SYSFS_ROOT") or "/sys")
     return {"gpus": probe_gpus(), "rdma": probe_rdma(sys_root)}
-
-
-def main(argv: list[str] | None = None, hardware: HardwareFn = default_hardware) -> int:
-    try:
-        args = parse_args(argv)
-    except SystemExit as exc:
-        return 2 if exc.code else 0
-    repo = Path(os.environ.get("GICOMM_REPO") or REPO_ROOT)
-    baselines_file = Path(os.environ.get("GICOMM_BASELINES_FILE") or repo / "config/baselines.yaml")
-    builds = Path(os.environ.get("GICOMM_BASELINES_DIR") or repo / "build/baselines")
-    try:
-        points = load_points(args.points)
-        baselines = load_baselines(baselines_file)
-    except (OSError, ValueError, KeyError, GicommError) as exc:
-        print(f"gicomm.baselines.upstream_run: {exc}", file=sys.stderr)
-        return 2
-    runner = Runner(args, baselines, builds, hardware)
-    done = finished_points(args.out)
-    todo = [p for p in points if p.params.get("transport") in TRANSPORTS and p.point_id not in done]
-    for i, p in enumerate(todo, 1):
-        t0 = time.monotonic()
-        try:
-            outcome = runner.run_point(p)
-        except (OSError, ValueError, KeyError, GicommError) as exc:
-            outcome = runner.failed(p, ["upstream"], f"{type(exc).__name__}: {exc}")
-        append_records(args.out, outcome.records)
-        text = " ".join(f"{k}={v}" for k, v in sorted(p.params.items()))
-        print(
-            f"[gicomm] point {i}/{len(todo)} id={p.point_id} {text} -> {outcome.status}: "
-            f"{outcome.summary} ({time.monotonic() - t0:.1f} s)",
-            file=sys.stderr,
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

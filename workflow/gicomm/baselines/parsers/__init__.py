@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gicomm.records import new_record
+from gicomm.records import RecordIdentity, new_record
 
 Scalar = str | int | float | bool
 
@@ -43,41 +43,25 @@ def ms_to_ns(v: float) -> float:
 
 def to_records(
     rows: Iterable[Row],
+    who: RecordIdentity,
     *,
-    campaign: str,
-    host: str,
-    platform: str,
-    experiment: str,
-    transport: str,
-    nic_backend: str,
-    run_index: int,
-    provenance_id: str,
     params: dict[str, Scalar] | None = None,
     sm_clock_mhz: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Records for `rows`, one per printed number."""
-    out = []
-    for row in rows:
-        p: dict[str, Scalar] = {**(params or {}), **row.params, "upstream_stat": row.upstream_stat}
-        out.append(
-            new_record(
-                campaign=campaign,
-                host=host,
-                platform=platform,
-                experiment=experiment,
-                transport=transport,
-                nic_backend=nic_backend,
-                params=p,
-                metric=row.metric,
-                unit=row.unit,
-                run_index=run_index,
-                provenance_id=provenance_id,
-                status="ok",
-                stats={"n": 1, "p50": row.value},
-                sm_clock_mhz=sm_clock_mhz,
-            )
+    """Records for `rows` (one per printed number) of the point or log `who` names."""
+    clock = {} if sm_clock_mhz is None else {"sm_clock_mhz": sm_clock_mhz}
+    return [
+        new_record(
+            who,
+            params={**(params or {}), **row.params, "upstream_stat": row.upstream_stat},
+            metric=row.metric,
+            unit=row.unit,
+            status="ok",
+            stats={"n": 1, "p50": row.value},
+            **clock,
         )
-    return out
+        for row in rows
+    ]
 
 
 def _registry() -> dict[str, Callable[[str], list[Row]]]:

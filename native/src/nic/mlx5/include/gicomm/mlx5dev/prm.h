@@ -142,11 +142,13 @@
   F(qpc, no_sq, 0x50, 1)                                         \
   F(qpc, log_sq_size, 0x51, 4)                                   \
   F(qpc, ts_format, 0x58, 2)                                     \
+  F(qpc, counter_set_id, 0x60, 8)                                \
   F(qpc, uar_page, 0x68, 24)                                     \
   F(qpc, user_index, 0x88, 24)                                   \
   F(qpc, log_page_size, 0xa3, 5)                                 \
   F(qpc, remote_qpn, 0xa8, 24)                                   \
   F(qpc, primary_address_path, 0xc0, 0x160)                      \
+  F(qpc, log_ack_req_freq, 0x380, 4)                             \
   F(qpc, log_sra_max, 0x388, 3)                                  \
   F(qpc, retry_count, 0x38d, 3)                                  \
   F(qpc, rnr_retry, 0x390, 3)                                    \
@@ -176,15 +178,51 @@
   F(ads, rlid, 0x30, 16)                                         \
   F(ads, ack_timeout, 0x40, 5)                                   \
   F(ads, src_addr_index, 0x48, 8)                                \
+  F(ads, stat_rate, 0x54, 4)                                     \
   F(ads, hop_limit, 0x58, 8)                                     \
   F(ads, tclass, 0x64, 8)                                        \
   F(ads, flow_label, 0x6c, 20)                                   \
   F(ads, rgid_rip, 0x80, 128)                                    \
+  F(ads, dscp, 0x10a, 6)                                         \
   F(ads, udp_sport, 0x110, 16)                                   \
+  F(ads, eth_prio, 0x121, 3)                                     \
   F(ads, sl, 0x124, 4)                                           \
   F(ads, vhca_port_num, 0x128, 8)                                \
   F(ads, rmac_47_32, 0x130, 16)                                  \
-  F(ads, rmac_31_0, 0x140, 32)
+  F(ads, rmac_31_0, 0x140, 32)                                   \
+  /* CREATE_DCT / DESTROY_DCT / QUERY_DCT and the DC target context (dctc) */ \
+  F(create_dct_in, opcode, 0x0, 16)                              \
+  F(create_dct_in, op_mod, 0x30, 16)                             \
+  F(create_dct_in, dct_context_entry, 0x80, 0x200)               \
+  F(create_dct_out, status, 0x0, 8)                              \
+  F(create_dct_out, syndrome, 0x20, 32)                          \
+  F(create_dct_out, dctn, 0x48, 24)                              \
+  F(destroy_dct_in, opcode, 0x0, 16)                             \
+  F(destroy_dct_in, dctn, 0x48, 24)                              \
+  F(query_dct_in, opcode, 0x0, 16)                               \
+  F(query_dct_in, dctn, 0x48, 24)                                \
+  F(query_dct_out, status, 0x0, 8)                               \
+  F(query_dct_out, dct_context_entry, 0x80, 0x200)               \
+  F(dctc, state, 0x4, 4)                                         \
+  F(dctc, user_index, 0x28, 24)                                  \
+  F(dctc, cqn, 0x48, 24)                                         \
+  F(dctc, counter_set_id, 0x60, 8)                               \
+  F(dctc, atomic_mode, 0x68, 4)                                  \
+  F(dctc, rre, 0x6c, 1)                                          \
+  F(dctc, rwe, 0x6d, 1)                                          \
+  F(dctc, rae, 0x6e, 1)                                          \
+  F(dctc, cs_res, 0x88, 8)                                       \
+  F(dctc, min_rnr_nak, 0x93, 5)                                  \
+  F(dctc, srqn_xrqn, 0xa8, 24)                                   \
+  F(dctc, pd, 0xc8, 24)                                          \
+  F(dctc, tclass, 0xe0, 8)                                       \
+  F(dctc, flow_label, 0xec, 20)                                  \
+  F(dctc, dc_access_key, 0x100, 64)                              \
+  F(dctc, mtu, 0x145, 3)                                         \
+  F(dctc, port, 0x148, 8)                                        \
+  F(dctc, pkey_index, 0x150, 16)                                 \
+  F(dctc, my_addr_index, 0x168, 8)                               \
+  F(dctc, hop_limit, 0x178, 8)
 
 #define GICOMM_PRM_CONSTANTS(C)                                        \
   C(kOpQueryHcaCap, MLX5_CMD_OP_QUERY_HCA_CAP, 0x100)                  \
@@ -201,6 +239,8 @@
   C(kOpQueryQp, MLX5_CMD_OP_QUERY_QP, 0x50b)                           \
   C(kOpInit2InitQp, MLX5_CMD_OP_INIT2INIT_QP, 0x50e)                   \
   C(kOpCreateDct, MLX5_CMD_OP_CREATE_DCT, 0x710)                       \
+  C(kOpDestroyDct, MLX5_CMD_OP_DESTROY_DCT, 0x711)                     \
+  C(kOpQueryDct, MLX5_CMD_OP_QUERY_DCT, 0x713)                         \
   C(kOpAllocPd, MLX5_CMD_OP_ALLOC_PD, 0x800)                           \
   C(kCapOpModGeneral, MLX5_SET_HCA_CAP_OP_MOD_GENERAL_DEVICE, 0x0)     \
   C(kCapOpModAtomic, MLX5_SET_HCA_CAP_OP_MOD_ATOMIC, 0x3)              \
@@ -216,6 +256,12 @@
   C(kQpStUd, MLX5_QPC_ST_UD, 0x2)                                      \
   C(kQpStDci, MLX5_QPC_ST_DCI, 0x5)                                    \
   C(kPmStateMigrated, MLX5_QPC_PM_STATE_MIGRATED, 0x3)                 \
+  C(kQpcAtomicModeUpTo8B, MLX5_QPC_ATOMIC_MODE_UP_TO_8B, 0x3)          \
+  C(kDctStateActive, MLX5_DCTC_STATE_ACTIVE, 0x0)                      \
+  C(kAtomicSizeQp4, MLX5_ATOMIC_CAPS_ATOMIC_SIZE_QP_4_BYTES, 0x4)      \
+  C(kAtomicSizeQp8, MLX5_ATOMIC_CAPS_ATOMIC_SIZE_QP_8_BYTES, 0x8)      \
+  C(kAtomicSizeDc4, MLX5_ATOMIC_CAPS_ATOMIC_SIZE_DC_4_BYTES, 0x4)      \
+  C(kAtomicSizeDc8, MLX5_ATOMIC_CAPS_ATOMIC_SIZE_DC_8_BYTES, 0x8)      \
   C(kMtu256, MLX5_QPC_MTU_256_BYTES, 0x1)                              \
   C(kMtu4096, MLX5_QPC_MTU_4K_BYTES, 0x5)                              \
   C(kTimestampFreeRunning, MLX5_TIMESTAMP_FORMAT_FREE_RUNNING, 0x0)    \
@@ -267,6 +313,15 @@ constexpr uint32_t kCqCmdInBits = 0x880;   // create_cq_in (without pas)
 constexpr uint32_t kQueryHcaCapOutBits = 0x80 + 0x8000;
 constexpr uint32_t kQueryQpOutBits = 0x880;
 constexpr uint32_t kShortInBits = 0x80;    // destroy_*, 2err, 2rst, query_qp_in, query_hca_cap_in
+constexpr uint32_t kDctCmdInBits = 0x280;  // create_dct_in
+constexpr uint32_t kQueryDctOutBits = 0x280;
+constexpr uint32_t kCreateDctOutBits = 0x80;
+
+// rq_type of the QP context: a receive queue of its own, a shared receive queue (srqn_rmpn_xrqn
+// names it), or none (zero-length). The kernel header has no enum for these PRM values.
+constexpr uint32_t kRqTypeRegular = 0;
+constexpr uint32_t kRqTypeSrq = 1;
+constexpr uint32_t kRqTypeZeroLength = 3;
 
 // Atomic capability bits (atomic_operations) and argument sizes (atomic_size_qp/dc: bit = bytes).
 constexpr uint32_t kAtomicOpCompareSwap = 1u << 0;

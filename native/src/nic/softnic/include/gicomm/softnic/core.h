@@ -280,10 +280,19 @@ GICOMM_HD void service_one_wqe(QpState& q, const Tables& tables, Mem& mem, Count
 // ---- requester/responder split --------------------------------------------------------------------
 // The functions below serve engines whose responder is another QP with its own key table (the
 // emulated rdma-core: two emulated devices, or two processes over a wire) and that execute the
-// two-sided and read-type opcodes as well: RDMA read, compare-and-swap, send (with immediate) and
-// responder completions. execute_wqe above stays the one-table fast path of the softnic engines.
+// two-sided and read-type opcodes as well: RDMA read, compare-and-swap, the masked and 4-byte
+// atomics, send (with immediate), DUMP and responder completions. execute_wqe above stays the
+// one-table fast path of the softnic engines.
 
-constexpr uint8_t kOpcodeSendImm = 0x0b;  // MLX5_OPCODE_SEND_IMM (wqe.h has the others)
+constexpr uint8_t kOpcodeSendImm = 0x0b;         // MLX5_OPCODE_SEND_IMM (wqe.h has the others)
+constexpr uint8_t kOpcodeAtomicMaskedCs = 0x14;  // MLX5_OPCODE_ATOMIC_MASKED_CS
+constexpr uint8_t kOpcodeAtomicMaskedFa = 0x15;  // MLX5_OPCODE_ATOMIC_MASKED_FA
+// DUMP: the NIC reads the local buffer of its data segment and completes (NVSHMEM posts one with a
+// fence to order GPU-memory writes; the PRM names it, rdma-core does not).
+constexpr uint8_t kOpcodeDump = 0x23;
+// Extended atomics carry the operand size in the ctrl segment's opmod: 0x08 | log2(bytes / 4)
+// (4 bytes: 0x08, 8 bytes: 0x09); opmod 0 is the 8-byte form.
+constexpr uint8_t kOpmodExtAtomic = 0x08;
 
 constexpr uint8_t kCqeRespSend = 2;     // MLX5_CQE_RESP_SEND
 constexpr uint8_t kCqeRespSendImm = 3;  // MLX5_CQE_RESP_SEND_IMM
@@ -294,11 +303,29 @@ constexpr uint8_t kSyndromeRnrRetryExc = 0x16;       // MLX5_CQE_SYNDROME_RNR_RE
 constexpr uint8_t kSyndromeRemoteAborted = 0x22;     // MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR
 
 constexpr uint32_t kMaxWrSge = mlx5::kMaxDs;  // data segments one decoded WQE can carry
+// The largest send WQE an mlx5 device takes: ds is 6 bits, so 63 segments in 16 WQEBBs (1 KiB);
+// NVSHMEM's warp-combined inline writes use up to 19.
+constexpr uint32_t kMaxDsLarge = 63;
 
 struct Sge {
   uint64_t addr;
   uint32_t length;
   uint32_t lkey;
+};
+
+// An atomic operation as the responder performs it on `bytes` (4 or 8) bytes of host-order memory:
+//   compare-swap: when ((old ^ compare) & compare_mask) == 0 the word becomes
+//                 (old & ~swap_mask) | (swap_add & swap_mask); plain CS has both masks all ones
+//   fetch-add:    old + swap_add, where a carry out of a bit set in `boundary` is dropped (the
+//                 masked fetch-add's field boundaries; all ones adds without carries: XOR)
+struct AtomicOp {
+  bool compare_swap = false;
+  uint8_t bytes = 8;
+  uint64_t swap_add = 0;
+  uint64_t compare = 0;
+  uint64_t swap_mask = ~0ull;
+  uint64_t compare_mask = ~0ull;
+  uint64_t boundary = 0;
 };
 
 // One send WQE, decoded (no memory touched yet).
@@ -314,28 +341,41 @@ struct SendWr {
   uint32_t rkey = 0;
   uint64_t swap_add = 0;            // atomics: the swap value (CS) or the addend (FA), host order
   uint64_t compare = 0;             // atomics: the compare value (CS), host order
-  uint32_t num_sge = 0;             // pointer data: gather list (write, send) or scatter list (read, atomic)
+  AtomicOp atomic;                  // atomics: the whole operation (size, masks, boundary)
+  uint32_t num_sge = 0;             // pointer data: gather list (write, send, DUMP) or scatter list (read, atomic)
   Sge sge[kMaxWrSge];
   const uint8_t* inline_data = nullptr;  // inline payload, inside the decoded image
   uint32_t inline_len = 0;
   uint64_t length = 0;              // message bytes (sum of the list, or the inline length)
   bool has_av = false;              // DC: an address vector follows the ctrl segment
   mlx5::Seg16 av;                   // its first 16 bytes (DCT number, DC key)
+  uint32_t dct_number = 0;          // DC: the target, its access key, its LID, and (extended AV
+  uint64_t dc_key = 0;              //     with a GRH) its GID
+  uint16_t rlid = 0;
+  bool grh = false;
+  uint8_t rgid[16] = {};
 };
 
+GICOMM_HD bool opcode_is_atomic(uint8_t op) {
+  return op == mlx5::kOpcodeAtomicCs || op == mlx5::kOpcodeAtomicFa || op == kOpcodeAtomicMaskedCs ||
+         op == kOpcodeAtomicMaskedFa;
+}
 GICOMM_HD bool opcode_has_raddr(uint8_t op) {
   return op == mlx5::kOpcodeRdmaWrite || op == mlx5::kOpcodeRdmaWriteImm || op == mlx5::kOpcodeRdmaRead ||
-         op == mlx5::kOpcodeAtomicCs || op == mlx5::kOpcodeAtomicFa;
+         opcode_is_atomic(op);
 }
-GICOMM_HD bool opcode_is_atomic(uint8_t op) { return op == mlx5::kOpcodeAtomicCs || op == mlx5::kOpcodeAtomicFa; }
 
-// Decodes the WQE in `img` (ctrl, optional DC AV, raddr, atomic and data/inline segments, as the
-// mlx5 provider lays them out). Returns 0, or the syndrome a ConnectX reports for a malformed WQE
-// (LOCAL_QP_OP for a bad opcode or layout, LOCAL_LENGTH for an inline run or atomic size that does
-// not fit). `img` must hold every WQEBB the ctrl segment's ds covers.
-GICOMM_HD uint8_t decode_send_wqe(const mlx5::WqeImage& img, bool dc, SendWr* wr) {
+GICOMM_HD uint64_t be64_of(const mlx5::Seg16& s, int word) {
+  return from_be64(static_cast<uint64_t>(s.w[word]) | (static_cast<uint64_t>(s.w[word + 1]) << 32));
+}
+
+// Decodes the WQE in seg[0 .. max_ds) (ctrl, optional DC AV, raddr, atomic and data/inline
+// segments, as the mlx5 provider and NVSHMEM lay them out). Returns 0, or the syndrome a ConnectX
+// reports for a malformed WQE (LOCAL_QP_OP for a bad opcode, opmod or layout, LOCAL_LENGTH for an
+// inline run or atomic size that does not fit). `seg` must hold every segment the ds covers.
+GICOMM_HD uint8_t decode_send_wqe(const mlx5::Seg16* seg, uint32_t max_ds, bool dc, SendWr* wr) {
   using namespace gicomm::mlx5;
-  const CtrlFields c = decode_ctrl(img.seg[0]);
+  const CtrlFields c = decode_ctrl(seg[0]);
   wr->opcode = c.opcode;
   wr->opmod = c.opmod;
   wr->fm_ce_se = c.fm_ce_se;
@@ -348,53 +388,106 @@ GICOMM_HD uint8_t decode_send_wqe(const mlx5::WqeImage& img, bool dc, SendWr* wr
   wr->inline_len = 0;
   wr->length = 0;
   wr->has_av = false;
-  if (c.ds == 0 || c.ds > kMaxDs) return kSyndromeLocalQpOp;
+  if (c.ds == 0 || c.ds > max_ds) return kSyndromeLocalQpOp;
   const uint8_t op = c.opcode;
-  const bool known = op == kOpcodeNop || op == kOpcodeSend || op == kOpcodeSendImm || opcode_has_raddr(op);
+  const bool known = op == kOpcodeNop || op == kOpcodeSend || op == kOpcodeSendImm || op == kOpcodeDump ||
+                     opcode_has_raddr(op);
   if (!known) return kSyndromeLocalQpOp;
   if (op == kOpcodeNop) return 0;
   uint32_t n = 1;
-  if (dc) {
+  if (dc && op != kOpcodeDump) {
+    const bool extended = (from_be32(seg[1].w[2]) & kExtendedUdAv) != 0;
+    if (n + (extended ? 3 : 1) > c.ds) return kSyndromeLocalQpOp;
     wr->has_av = true;
-    wr->av = img.seg[1];
-    n += (from_be32(img.seg[1].w[2]) & kExtendedUdAv) != 0 ? 3 : 1;
+    wr->av = seg[1];
+    wr->dc_key = be64_of(seg[1], 0);
+    wr->dct_number = from_be32(seg[1].w[2]) & 0xffffff;
+    wr->rlid = from_be16(static_cast<uint16_t>(seg[1].w[3] >> 16));
+    wr->grh = false;
+    if (extended) {
+      // mlx5_wqe_av: grh_gid_fl (bit 30: a GRH follows) at bytes 28..31, rgid at 32..47.
+      wr->grh = (from_be32(seg[2].w[3]) & (1u << 30)) != 0;
+      const uint8_t* gid = reinterpret_cast<const uint8_t*>(&seg[3]);
+      for (int i = 0; i < 16; ++i) wr->rgid[i] = gid[i];
+    }
+    n += extended ? 3 : 1;
   }
   if (opcode_has_raddr(op)) {
     if (n >= c.ds) return kSyndromeLocalQpOp;
-    wr->raddr = decode_raddr(img.seg[n], &wr->rkey);
+    wr->raddr = decode_raddr(seg[n], &wr->rkey);
     ++n;
   }
   if (opcode_is_atomic(op)) {
-    if (n + 2 != c.ds) return kSyndromeLocalQpOp;
-    const Seg16& a = img.seg[n];
-    wr->swap_add = from_be64(static_cast<uint64_t>(a.w[0]) | (static_cast<uint64_t>(a.w[1]) << 32));
-    wr->compare = from_be64(static_cast<uint64_t>(a.w[2]) | (static_cast<uint64_t>(a.w[3]) << 32));
+    AtomicOp& a = wr->atomic;
+    a = AtomicOp{};
+    const bool masked = op == kOpcodeAtomicMaskedCs || op == kOpcodeAtomicMaskedFa;
+    a.compare_swap = op == mlx5::kOpcodeAtomicCs || op == kOpcodeAtomicMaskedCs;
+    if (c.opmod == 0) {
+      a.bytes = 8;
+    } else if (masked && (c.opmod & ~7u) == kOpmodExtAtomic && (c.opmod & 7u) <= 1) {
+      a.bytes = static_cast<uint8_t>(4u << (c.opmod & 7u));
+    } else {
+      return kSyndromeLocalQpOp;  // sizes other than 4 and 8 bytes are not offered
+    }
+    uint32_t segs = 1;
+    const Seg16& s0 = seg[n];
+    if (!masked) {
+      a.swap_add = be64_of(s0, 0);
+      a.compare = be64_of(s0, 2);
+    } else if (a.bytes == 4 && a.compare_swap) {
+      a.swap_add = from_be32(s0.w[0]);
+      a.compare = from_be32(s0.w[1]);
+      a.swap_mask = from_be32(s0.w[2]);
+      a.compare_mask = from_be32(s0.w[3]);
+    } else if (a.bytes == 4) {
+      a.swap_add = from_be32(s0.w[0]);
+      a.boundary = from_be32(s0.w[1]);
+    } else if (a.compare_swap) {
+      segs = 2;  // 8-byte masked compare-swap: [swap, compare] then [swap mask, compare mask]
+      if (n + 3 > c.ds) return kSyndromeLocalQpOp;
+      a.swap_add = be64_of(s0, 0);
+      a.compare = be64_of(s0, 2);
+      a.swap_mask = be64_of(seg[n + 1], 0);
+      a.compare_mask = be64_of(seg[n + 1], 2);
+    } else {
+      a.swap_add = be64_of(s0, 0);
+      a.boundary = be64_of(s0, 2);
+    }
+    if (!a.compare_swap) a.compare = 0;
+    if (n + segs + 1 != c.ds) return kSyndromeLocalQpOp;
+    wr->swap_add = a.swap_add;
+    wr->compare = a.compare;
     Sge& s = wr->sge[0];
-    s.addr = decode_data(img.seg[n + 1], &s.length, &s.lkey);
-    if (s.length != 8) return kSyndromeLocalLength;
+    s.addr = decode_data(seg[n + segs], &s.length, &s.lkey);
+    if (s.length != a.bytes) return kSyndromeLocalLength;
     wr->num_sge = 1;
-    wr->length = 8;
+    wr->length = a.bytes;
     return 0;
   }
   if (n == c.ds) return 0;  // a zero-length write, send or read
-  const bool may_inline = op != kOpcodeRdmaRead;
-  if (may_inline && is_inline_seg(img.seg[n])) {
-    const uint32_t len = inline_length(img.seg[n]);
+  const bool may_inline = op != kOpcodeRdmaRead && op != kOpcodeDump;
+  if (may_inline && is_inline_seg(seg[n])) {
+    const uint32_t len = inline_length(seg[n]);
     if (n + inline_seg_ds(len) != c.ds) return kSyndromeLocalLength;
-    wr->inline_data = reinterpret_cast<const uint8_t*>(&img.seg[n]) + 4;
+    wr->inline_data = reinterpret_cast<const uint8_t*>(&seg[n]) + 4;
     wr->inline_len = len;
     wr->length = len;
     return 0;
   }
+  if (c.ds - n > kMaxWrSge) return kSyndromeLocalQpOp;
   for (; n < c.ds; ++n) {
     Sge& s = wr->sge[wr->num_sge];
-    s.addr = decode_data(img.seg[n], &s.length, &s.lkey);
+    s.addr = decode_data(seg[n], &s.length, &s.lkey);
     if (s.length > kMaxMessageBytes) return kSyndromeLocalLength;
     wr->length += s.length;
     ++wr->num_sge;
   }
   if (wr->length > kMaxMessageBytes) return kSyndromeLocalLength;
   return 0;
+}
+
+GICOMM_HD uint8_t decode_send_wqe(const mlx5::WqeImage& img, bool dc, SendWr* wr) {
+  return decode_send_wqe(img.seg, mlx5::kMaxDs, dc, wr);
 }
 
 // Requester side: every gather/scatter entry names a local region that covers it. Scatter targets
@@ -410,16 +503,16 @@ GICOMM_HD uint8_t check_local_sges(const Tables& t, const SendWr& wr) {
 }
 
 // Responder side of a one-sided operation on [raddr, raddr + length): the rkey's region covers it
-// and grants the access the opcode needs; atomics are 8 bytes on an 8-byte boundary. Returns 0 or
-// the syndrome the requester's error CQE carries.
+// and grants the access the opcode needs; atomics are `length` (4 or 8) bytes on a boundary of
+// their size. Returns 0 or the syndrome the requester's error CQE carries.
 GICOMM_HD uint8_t check_remote_op(const Tables& t, uint8_t opcode, uint64_t raddr, uint32_t rkey, uint64_t length,
                                   const MrEntry** region) {
   uint32_t need = kAccessRemoteWrite;
   if (opcode == mlx5::kOpcodeRdmaRead) need = kAccessRemoteRead;
   if (opcode_is_atomic(opcode)) {
-    if ((raddr & 7) != 0) return mlx5::kSyndromeRemoteInvalReq;
+    if (length != 4 && length != 8) length = 8;
+    if ((raddr & (length - 1)) != 0) return mlx5::kSyndromeRemoteInvalReq;
     need = kAccessRemoteAtomic;
-    length = 8;
   }
   const MrEntry* e = check_key(t, rkey, raddr, length, need);
   if (e == nullptr && length == 0) {
@@ -433,9 +526,35 @@ GICOMM_HD uint8_t check_remote_op(const Tables& t, uint8_t opcode, uint64_t radd
 }
 
 // The value an atomic leaves in memory, given the value it found there.
+GICOMM_HD uint64_t atomic_result(const AtomicOp& a, uint64_t old) {
+  const uint64_t width = a.bytes >= 8 ? ~0ull : (1ull << (8 * a.bytes)) - 1;
+  old &= width;
+  uint64_t now;
+  if (a.compare_swap) {
+    now = ((old ^ a.compare) & a.compare_mask & width) == 0 ? ((old & ~a.swap_mask) | (a.swap_add & a.swap_mask)) : old;
+  } else if ((a.boundary & width) == 0) {
+    now = old + a.swap_add;
+  } else {
+    // Field-wise add: the carry out of a bit whose boundary bit is set does not propagate.
+    now = 0;
+    uint64_t carry = 0;
+    for (uint32_t i = 0; i < 8u * a.bytes; ++i) {
+      const uint64_t x = (old >> i) & 1, y = (a.swap_add >> i) & 1;
+      now |= (x ^ y ^ carry) << i;
+      const uint64_t c = (x & y) | (x & carry) | (y & carry);
+      carry = ((a.boundary >> i) & 1) ? 0 : c;
+    }
+  }
+  return now & width;
+}
+
+// The plain 8-byte compare-swap (opcode ATOMIC_CS) and fetch-add (ATOMIC_FA).
 GICOMM_HD uint64_t atomic_result(uint8_t opcode, uint64_t old, uint64_t swap_add, uint64_t compare) {
-  if (opcode == mlx5::kOpcodeAtomicFa) return old + swap_add;
-  return old == compare ? swap_add : old;
+  AtomicOp a;
+  a.compare_swap = opcode != mlx5::kOpcodeAtomicFa;
+  a.swap_add = swap_add;
+  a.compare = compare;
+  return atomic_result(a, old);
 }
 
 // Responder CQE (receive of a send, send with immediate or write with immediate). `imm_raw` as the

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# NVSHMEM (the image's 3.4.5 Python package, unmodified) over gicomm's emulated rdma-core on a lent
+# GPU machine, in one device-tool call from the repository root:
+#   native/emu/tools/nvshmem-device-check.sh
+# Each step is bounded; everything stops by DEADLINE_S (default 450). Expected: 4-6 minutes.
+#   0. host facts: GPUs, driver, NVSHMEM package, rdma-core
+#   1. build (CMake, sm_90): the emulation, its NVSHMEM replay test, gicomm-emu-nvshmem (~2 min)
+#   2. replay: NVSHMEM's IBGDA commands and WQEs on the CPU, one process and two over the wire (s)
+#   3. ibgda: two PEs on GPU 0 (two processes, P2P off), IBGDA with the CPU-assisted NIC handler,
+#      payload checks, then issue / put+completion / round trip; no MPS (kernels time-sliced)
+#   4. ibgda_mps: the same under an MPS daemon with private pipe and log directories (started
+#      here, stopped at the end), which lets the two PEs' kernels run at once
+#   5. ibrc_mps: NVSHMEM_REMOTE_TRANSPORT=ibrc (its CPU proxy posts verbs) under MPS
+#   6. ibgda_2gpu: one PE per GPU, only when two GPUs are visible
+# NVSHMEM steps run through gicomm-emu-run --sysfs (the emulated libraries first on
+# LD_LIBRARY_PATH, /sys/class/infiniband/mlx5_0/device for NVSHMEM's realpath) with
+# NVSHMEM_DEBUG=INFO, GICOMM_EMU_LOG=verbose (every DEVX/verbs command) and GICOMM_EMU_TRACE (the
+# first data-path events). A step that runs out of time gets SIGUSR1 first (the emulation prints
+# every QP's progress), then SIGKILL.
+# $OUT receives summary.txt (one PASS/FAIL line per step, then its CHECK and METRIC lines),
+# records.jsonl (the records of gicomm-emu-nvshmem: rdma_provider "emulated", params
+# mps/gpus/nic_handler), highlights.txt and failures.txt (what stdout ends with: failed checks,
+# metrics, emulation and NVSHMEM errors, the last lines of each failed step) and logs.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-/tmp/gicomm-nvshmem-out}
+deadline=$(( $(date +%s) + ${DEADLINE_S:-450} ))
+logs=$out/logs
+mkdir -p "$logs"
+summary=$out/summary.txt
+records=$out/records.jsonl
+: > "$summary"
+: > "$records"
+rm -f "$out/failures.txt"
+build=build/emu-nvshmem
+bin=$build/bin
+fails=0
+mps_dir=""
+
+left() { echo $(( deadline - $(date +%s) )); }
+
+# Stops the MPS daemon this script started (if any) and keeps its log.
+stop_mps() {
+  [ -n "$mps_dir" ] || return 0
+  echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control > /dev/null 2>&1
+  sleep 1
+  cp -r "$mps_dir/log" "$logs/mps-log" 2>/dev/null
+  rm -rf "$mps_dir"
+  mps_dir=""
+}
+
+finish() {
+  stop_mps
+  echo "$([ $fails -eq 0 ] && echo ALL PASS || echo "$fails FAILED") ($(date -u +%FT%TZ))" | tee -a "$summary"
+  # What to read first when something failed: failed checks, metrics, emulation errors, NVSHMEM errors.
+  for f in "$logs"/*.log; do
+    [ -e "$f" ] || continue
+    grep -hE '^CHECK .* FAIL|^METRIC|rank [01]: (all checks|FAILED)|gicomm-emu-nvshmem:|gicomm-emu.*(error|Error|refused|not emulated|ERR|state \(SIGUSR1\)|  mlx5_)|NVSHMEM.*(ERROR|WARN)|nvshmem.*error' "$f" |
+      head -60 | sed "s|^|$(basename "$f" .log): |"
+  done > "$out/highlights.txt"
+  tail -c 5000 "$out/highlights.txt"
+  [ -e "$out/failures.txt" ] && tail -c 5000 "$out/failures.txt"
+  tar -czf "$out/logs.tar.gz" -C "$out" logs
+  rm -rf "$logs"
+}
+trap finish EXIT
+
+# step NAME EXPECTED_RC TIMEOUT_S command...: runs the command in its own process group with the
+# smaller of its timeout and the time left; on timeout SIGUSR1 (the emulation's state dump), 3 s,
+# then SIGKILL to the whole group.
+step() {
+  local name=$1 want=$2 limit=$3
+  shift 3
+  local t=$(( $(left) - 20 ))
+  if [ "$t" -le 5 ]; then
+    echo "SKIP $name: deadline reached" | tee -a "$summary"
+    fails=$((fails + 1))
+    return
+  fi
+  [ "$t" -gt "$limit" ] && t=$limit
+  local t0=$(date +%s) timed_out=0
+  setsid "$@" > "$logs/$name.log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ $(( $(date +%s) - t0 )) -ge "$t" ]; then
+      timed_out=1
+      kill -USR1 -- "-$pid" 2>/dev/null
+      sleep 3
+      kill -KILL -- "-$pid" 2>/dev/null
+      break
+    fi
+    sleep 1
+  done
+  wait "$pid"
+  local rc=$?
+  local verdict=PASS
+  [ "$rc" -eq "$want" ] && [ $timed_out -eq 0 ] || { verdict=FAIL; fails=$((fails + 1)); }
+  echo "$verdict $name: exit $rc (expected $want)$([ $timed_out -eq 1 ] && echo ", timed out after $t s") in $(( $(date +%s) - t0 )) s" |
+    tee -a "$summary"
+  grep -hE '^CHECK|^METRIC' "$logs/$name.log" | sed "s/^/  $name: /" >> "$summary"
+  if [ "$verdict" = FAIL ]; then
+    { echo "== $name (last lines)"; tail -25 "$logs/$name.log" | cut -c1-400; } >> "$out/failures.txt"
+  fi
+}
+
+{
+  echo "== $(date -u +%FT%TZ) $(hostname)"
+  nvidia-smi --query-gpu=index,name,driver_version,compute_mode --format=csv
+  python3 -c "import nvidia.nvshmem as m, importlib.metadata as im; print('nvshmem', list(m.__path__)[0], im.version('nvidia-nvshmem-cu13'))"
+  dpkg -l 2>/dev/null | grep -E 'ibverbs|rdma-core' | awk '{print $2, $3}'
+  ls /sys/class/infiniband 2>&1
+  command -v nvidia-cuda-mps-control
+} > "$logs/host.log" 2>&1
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# NVSHMEM: the pip package python3 imports, else the first install of it under the usual prefixes.
+nvshmem_root=$(python3 -c "import nvidia.nvshmem as m; print(list(m.__path__)[0])" 2>/dev/null)
+if [ ! -e "$nvshmem_root/include/nvshmem.h" ]; then
+  found=$(find /usr /opt /root -maxdepth 8 -path '*nvidia/nvshmem/include/nvshmem.h' 2>/dev/null | head -1)
+  [ -n "$found" ] && nvshmem_root=${found%/include/nvshmem.h}
+fi
+
+# The emulation and the replay first: they need no NVSHMEM, so a missing NVSHMEM still leaves them.
+t0=$(date +%s)
+{
+  cmake -S native -B "$build" -DGICOMM_CUDA_ARCHS=90 -DGICOMM_NVSHMEM_ROOT="$nvshmem_root" &&
+    cmake --build "$build" -j "$(nproc)" --target gicomm_emu emu_nvshmem_replay
+} > "$logs/build.log" 2>&1
+rc=$?
+echo "$([ $rc -eq 0 ] && echo PASS || echo FAIL) build: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
+if [ $rc -ne 0 ]; then
+  fails=$((fails + 1))
+  tail -40 "$logs/build.log"
+  exit 1
+fi
+t0=$(date +%s)
+cmake --build "$build" -j "$(nproc)" --target gicomm-emu-nvshmem > "$logs/build-nvshmem.log" 2>&1
+nv_rc=$?
+echo "$([ $nv_rc -eq 0 ] && echo PASS || echo FAIL) build_nvshmem: exit $nv_rc in $(( $(date +%s) - t0 )) s (NVSHMEM at ${nvshmem_root:-none})" |
+  tee -a "$summary"
+if [ $nv_rc -ne 0 ]; then
+  fails=$((fails + 1))
+  { grep -h "gicomm-emu-nvshmem" "$logs/build.log"; tail -30 "$logs/build-nvshmem.log"; } | tee -a "$out/failures.txt"
+fi
+
+run=$bin/gicomm-emu-run
+step replay 0 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib,mlx5_1:ib "$run" "$bin/emu_nvshmem_replay"
+step replay_wire 0 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib "$run" "$bin/emu_nvshmem_replay" --two-process
+[ $nv_rc -eq 0 ] || exit 1
+
+# What every NVSHMEM step shares: the emulated device, NVSHMEM's NIC path, the logs.
+nvshmem_env=(
+  GICOMM_EMU_DEVICES=mlx5_0:ib GICOMM_EMU_LOG=verbose GICOMM_EMU_TRACE=300
+  NVSHMEM_DEBUG=INFO NVSHMEM_DISABLE_P2P=1 NVSHMEM_BOOTSTRAP=UID NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=lo
+  NVSHMEM_IB_GID_INDEX=0 NVSHMEM_DISABLE_DATA_DIRECT=1 NVSHMEM_HCA_PREFIX=mlx5 CUDA_MODULE_LOADING=EAGER
+)
+ibgda_env=(NVSHMEM_IB_ENABLE_IBGDA=1 NVSHMEM_REMOTE_TRANSPORT=none NVSHMEM_IBGDA_NIC_HANDLER=cpu_host_memory)
+ibrc_env=(NVSHMEM_IB_ENABLE_IBGDA=0 NVSHMEM_REMOTE_TRANSPORT=ibrc)
+meta=(--campaign emulated-nic-h200 --platform h200 --host "$(hostname)" --out "$records")
+
+step ibgda 0 130 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
+  "$bin/gicomm-emu-nvshmem" --transport ibgda --iters 50 --warmup 5 --timeout-s 160 --param mps=off "${meta[@]}"
+
+if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
+  mps_dir=$(mktemp -d /tmp/gicomm-mps.XXXXXX)
+  mkdir -p "$mps_dir/pipe" "$mps_dir/log"
+  export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
+  if nvidia-cuda-mps-control -d > "$logs/mps-start.log" 2>&1; then
+    echo "PASS mps: daemon started (pipe $mps_dir/pipe)" | tee -a "$summary"
+    step ibgda_mps 0 100 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
+      "$bin/gicomm-emu-nvshmem" --transport ibgda --iters 200 --warmup 20 --timeout-s 130 --param mps=on "${meta[@]}"
+    step ibrc_mps 0 90 env "${nvshmem_env[@]}" "${ibrc_env[@]}" "$run" --sysfs \
+      "$bin/gicomm-emu-nvshmem" --transport ibrc --iters 200 --warmup 20 --timeout-s 120 --param mps=on "${meta[@]}"
+  else
+    echo "FAIL mps: nvidia-cuda-mps-control -d: $(tail -3 "$logs/mps-start.log")" | tee -a "$summary"
+    fails=$((fails + 1))
+    rm -rf "$mps_dir"
+    mps_dir=""
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+else
+  echo "SKIP mps: no nvidia-cuda-mps-control or no time left" | tee -a "$summary"
+fi
+if [ "$ngpus" -ge 2 ]; then
+  # One PE per GPU needs no MPS; stop it first so the two processes own their GPUs.
+  stop_mps
+  step ibgda_2gpu 0 90 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
+    "$bin/gicomm-emu-nvshmem" --transport ibgda --gpus 2 --iters 200 --warmup 20 --timeout-s 120 --param mps=off "${meta[@]}"
+fi
+exit $(( fails == 0 ? 0 : 1 ))
