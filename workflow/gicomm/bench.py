@@ -124,7 +124,6 @@ def point_line(p: Point, key: str) -> str:
     return json.dumps(line, sort_keys=True, allow_nan=False)
 
 
-
 # ---- what measures each point --------------------------------------------------------------------
 @dataclass(frozen=True)
 class Plan:
