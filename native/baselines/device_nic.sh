@@ -26,7 +26,7 @@ nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/n
 targets="gicomm-bench-baselines-nvshmem gicomm-bench-baselines-nccl-gin gicomm-bench-nvlink gicomm-bench-nvlink-nvshmem gicomm-bench-nvlink-nccl"
 bdir=build/device-nic
 t0=$(date +%s)
-build_baselines_alone build/device-nic-src "$bdir" $targets >> "$log" 2>&1
+build_baselines "$bdir" $targets >> "$log" 2>&1
 echo "build exit $? after $(( $(date +%s) - t0 )) s" | tee -a "$log"
 ls "$bdir/bin" >> "$log" 2>&1
 common=(--campaign dev --host dev --platform h200 --run-index 0 --provenance-id dev --nic-backend mlx5)

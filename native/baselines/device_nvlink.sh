@@ -44,7 +44,7 @@ if [ $rc -ne 0 ]; then
   # Another component's CMake failed: build the baselines alone on the shared harness.
   echo "full configure/build failed ($rc); building the baselines alone" | tee -a "$logs"
   bdir=build/device-nvlink-alone
-  build_baselines_alone build/device-nvlink-src "$bdir" $targets >> "$logs" 2>&1
+  build_baselines "$bdir" $targets >> "$logs" 2>&1
   rc=$?
 fi
 echo "build exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$logs"
