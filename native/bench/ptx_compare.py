@@ -99,7 +99,7 @@ def kernels(folder: Path, same: dict[str, str]) -> dict[str, set[str]]:
             r"\$L__BB\d+_", "$L__BB_", body
         )  # numbered by the function's place in its file
         body = re.sub(r"__local_depot\d+", "__local_depot", body)
-        body = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N__", body)  # a hash of the source's path
+        body = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N__", body)  # source path hash
         return re.sub(r"callseq \d+(, \d+)?", "callseq", body)
 
     out: dict[str, set[str]] = {}
