@@ -80,7 +80,7 @@ build_after() {
 # The replaced engine: this tree with the softnic sources of BASE (all but its CMakeLists.txt, which
 # would drop the ceiling measurement); only the measurement program is built against it.
 build_before() {
-  mkdir -p "$WORK/before-src" && cp -a native "$WORK/before-src/" &&
+  mkdir -p "$WORK/before-src" && cp -a native config "$WORK/before-src/" &&
     rm -rf "$WORK/before-src/native/build" &&
     (cd "$BASELINE/native/src/nic/softnic" && find . -type f ! -name CMakeLists.txt -print0 |
       xargs -0 -I{} cp {} "$WORK/before-src/native/src/nic/softnic/{}") &&
@@ -116,12 +116,12 @@ if [ "$AFTER_OK" -eq 0 ]; then
   step gpu_engine_protocol_pinned 150 "$BIN/test_softnic_protocol" --engine gpu
   step gpu_engine_check 180 "$BIN/gicomm-softnic-gpu-check"
   step gda_gpu_protocol 240 "$BIN/gicomm-gda-gpu-check"
-  step goals_after 240 bash -c "'$BIN/gicomm-softnic-engine-goals' --label after > '$OUT/goals-after.jsonl'"
+  step goals_after "${GOALS_S:-240}" bash -c "'$BIN/gicomm-softnic-engine-goals' --label after > '$OUT/goals-after.jsonl'"
 fi
 if [ "$BEFORE_OK" -eq 0 ]; then
   # The replaced engine predates the engine's own eager-loading default: without it its first
   # kernels, loaded lazily while the same-GPU engine runs, wait for the engine's watchdog.
-  step goals_before 240 env CUDA_MODULE_LOADING=EAGER bash -c "'$WORK/before/bin/gicomm-softnic-engine-goals' --label before > '$OUT/goals-before.jsonl'"
+  step goals_before "${GOALS_S:-240}" env CUDA_MODULE_LOADING=EAGER bash -c "'$WORK/before/bin/gicomm-softnic-engine-goals' --label before > '$OUT/goals-before.jsonl'"
 fi
 nvidia-smi -q -d CLOCK > "$LOGS/clocks-after.txt" 2>&1
 

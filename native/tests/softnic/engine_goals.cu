@@ -82,6 +82,12 @@ struct Placement {
   int engine_blocks;
 };
 
+// Where a run is, on stderr at once (a run cut by its deadline still says where it stopped).
+void progress(const std::string& placement, const std::string& what) {
+  std::fprintf(stderr, "[%s] %s %s\n", g_label.c_str(), placement.c_str(), what.c_str());
+  std::fflush(stderr);
+}
+
 // ---- mini-gda: message rate and one op ----------------------------------------------------------------
 constexpr uint32_t kQps = 16, kBatch = 16;
 
@@ -267,6 +273,7 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
       emit_failure(pl.name, "warp_copy", shape, e.what());
     }
   }
+  progress(pl.name, "opening the mini-gda session");
   SessionConfig sc;
   sc.engine = "softnic-gpu";
   sc.engine_device = pl.engine_device;
@@ -289,13 +296,16 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
   cudaStream_t s;
   CUDA_OR_THROW(cudaSetDevice(0));
   CUDA_OR_THROW(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  progress(pl.name, "session ready, starting the engine");
   session.start_engine();
   const Context ctx = session.context();
   for (const Shape& sh : rate_shapes) {
     try {
       const uint32_t ops = quick ? 4000 : 20000;
       CUDA_OR_THROW(cudaSetDevice(0));
+      progress(pl.name, "msg_rate " + sh.name() + ": warm-up");
       timed_ms(session, s, [&] { rate_kernel<<<kQps, 1, 0, s>>>(ctx, t, sh.bytes, sh.inl, ops / 10, clock); });
+      progress(pl.name, "msg_rate " + sh.name() + ": warm-up done");
       check_rate_cqes(session, wqebbs(sh));
       std::vector<double> rates, clocks;
       for (int r = 0; r < 3; ++r) {
@@ -339,6 +349,7 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
       emit_failure(pl.name, "completion", shape, e.what());
     }
   }
+  progress(pl.name, "stopping the engine");
   session.stop_engine();
   CUDA_OR_THROW(cudaStreamDestroy(s));
 }
