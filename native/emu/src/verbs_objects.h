@@ -5,6 +5,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "emu.h"
 

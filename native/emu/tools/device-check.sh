@@ -24,7 +24,7 @@ mkdir -p "$logs"
 summary=$out/summary.txt
 : > "$summary"
 : > "$out/results.jsonl"
-build=build/emu-device
+build=${GICOMM_DEVICE_BUILD:-build/emu-device}
 bin=$build/bin
 fails=0
 

@@ -33,7 +33,7 @@ records=$out/records.jsonl
 : > "$summary"
 : > "$records"
 rm -f "$out/failures.txt"
-build=build/emu-nvshmem
+build=${GICOMM_DEVICE_BUILD:-build/emu-nvshmem}
 bin=$build/bin
 fails=0
 mps_dir=""

@@ -3,6 +3,7 @@
 // landed in the destination.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>

@@ -35,6 +35,29 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("gpu engine: ") + what + ": " + cudaGetErrorString(e));
 }
 
+// The same holds for local memory: the driver backs it on the first launch that needs a stack, and
+// growing it waits for the context to be idle. A producer kernel with a stack frame (mini-gda's
+// put with an inline payload has one) first launched beside a same-GPU engine would wait for the
+// engine's watchdog. So before such an engine starts, the per-thread stack is reserved and backed
+// by one launch that uses it.
+constexpr size_t kReservedStackBytes = 4096;
+
+__global__ void back_local_memory_kernel(uint32_t* sink, uint32_t seed) {
+  volatile uint32_t frame[kReservedStackBytes / 8];  // half the reservation: the compiler adds its own
+  for (uint32_t i = 0; i < kReservedStackBytes / 8; ++i) frame[i] = seed + i;
+  if (seed == 0xffffffffu) *sink = frame[seed % (kReservedStackBytes / 8)];
+}
+
+void reserve_local_memory() {
+  size_t stack = 0;
+  check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "cudaDeviceGetLimit(stack)");
+  if (stack < kReservedStackBytes)
+    check(cudaDeviceSetLimit(cudaLimitStackSize, kReservedStackBytes), "cudaDeviceSetLimit(stack)");
+  back_local_memory_kernel<<<1, 32>>>(nullptr, 1u);
+  check(cudaGetLastError(), "back local memory");
+  check(cudaDeviceSynchronize(), "back local memory");
+}
+
 __device__ __forceinline__ uint4 load_cv(const uint8_t* p) { return __ldcv(reinterpret_cast<const uint4*>(p)); }
 
 // Payload source words of the serial path (one lane). A pointer payload lives in another GPU's (or
@@ -438,6 +461,7 @@ void GpuEngine::start() {
     throw std::runtime_error(
         "gpu engine: CUDA_MODULE_LOADING=LAZY with the engine on the producer's GPU: a kernel first launched "
         "while the engine runs would wait for the engine to end; unset it or set EAGER");
+  if (cfg_.device == saved) reserve_local_memory();
   const int blocks = cfg_.blocks > 0 ? cfg_.blocks : prop.multiProcessorCount;
   total_warps_ = blocks * cfg_.warps_per_block;
   num_qps_ = nic_.num_qps();
