@@ -29,12 +29,25 @@
 // queue=reserved: bulk CTAs enqueue on rings 2.. (baseline; CTA k on ring 2 + k % (rings - 2)),
 // the probe keeps ring 0 to itself. bulk_enqueue=tuned (reserved only): bulk CTA k is the only
 // producer of ring 2 + k (rings = 2 + bulk_ctas) and uses the tuned single-store enqueue, so the
-// CTAs can offer more than the workers carry (the paper's Fig 7 loaded private probe). Workers: ring r belongs to worker r % workers, so the probe's
-// ring can share its worker with bulk rings (workers param). `batch` is the workers' chaining.
+// CTAs can offer more than the workers carry (the paper's Fig 7 loaded private probe). Workers:
+// ring r belongs to worker r % workers, so the probe's ring can share its worker with bulk rings
+// (workers param). `batch` is the workers' chaining.
 // Load carried: each bulk CTA counts its puts between the moment it sees the probe's measuring
 // phase and the stop phase, over the %globaltimer time between the two; bulk_msg_rate is the sum
 // over CTAs (Mmsg/s, in the same record set as the RTT). After the kernel every QP is drained and
 // the engine must have executed exactly the WQEs posted (probe, responder, bulk) with no error CQE.
+// bulk_msg_rate counts the descriptors (WQEs) the queues accepted, not those the workers (engine)
+// completed; the two differ by at most the change in what the queues hold over the window
+// (mini-proxy: 1024 slots per ring), and the accepted count equals the carried one once the queues
+// are full. The mini-proxy bulk loop must not read host memory per descriptor: until 45fbcfd every
+// bulk CTA read the host-resident failure word before each enqueue, and those PCIe reads capped
+// what all CTAs together offered at about 1 Mmsg/s whatever bulk_ctas was, so the reserved probe
+// was measured beside a load far lighter than the point names. The h200x1-pipeline archive's
+// loaded_rtt records were measured before that fix (reserved, 16 and 64 CTAs: ~1.0 Mmsg/s, RTT p50
+// 4.4-5.2 us); the same device code since then carries ~5.3 and ~18 Mmsg/s there (H200, SM 1980
+// MHz; 5.1-5.2 and 15-16 on the H200x2 at 45fbcfd) and the probe's RTT grows with it, since ring 0
+// shares worker 0 with the even-numbered bulk rings. queue=shared is unaffected: its one
+// multi-producer ring serializes the enqueues and carries ~1 Mmsg/s either way.
 //
 // --iters measured exchanges (<= 100000), --warmup unrecorded ones before them.
 // Metrics: rtt_ns or completion_ns (p50/p99 ...), bulk_msg_rate (Mmsg/s), probe_msg_rate (Mmsg/s).
