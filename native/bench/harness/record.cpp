@@ -89,6 +89,8 @@ std::string record_to_json(const Record& r, const Options& o, const DriverInfo& 
     if (!r.doorbell_target.empty()) j["doorbell_target"] = r.doorbell_target;
     if (!r.topology.empty()) j["topology"] = r.topology;
   }
+  if (r.engine_ceiling) j["engine_ceiling"] = json_number_value(*r.engine_ceiling);
+  if (!r.engine_ceiling_shape.empty()) j["engine_ceiling_shape"] = r.engine_ceiling_shape;
   j["run_index"] = o.run_index;
   j["provenance_id"] = o.provenance_id;
   j["status"] = r.status;

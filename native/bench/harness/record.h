@@ -39,6 +39,10 @@ struct Record {
   // for softnic and NVLink), "uar-iomem" | "pinned-host" | "gpu-memory" ..., "loopback" |
   // "two-rank" | "single-process". Set by the transport factory when it knows them.
   std::string rdma_provider, doorbell_target, topology;
+  // The software NIC engine's ceiling (Mmsg/s) for this rate point's WQE shape, measured in the
+  // same run, and the shape in words (harness/engine_ceiling.h); absent elsewhere.
+  std::optional<double> engine_ceiling;
+  std::string engine_ceiling_shape;
 
   static Record ok(std::string metric, std::string unit, const Stats& s) {
     Record r;

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "harness/engine_ceiling.h"
 #include "harness/json.h"
 #include "harness/topology.h"
 
@@ -142,6 +143,14 @@ int run_driver(int argc, char** argv) {
     return 1;
   }
   const DriverInfo info{program, "", ""};
+  // The software NIC's ceiling of each distinct WQE shape of the points to measure, once, before a
+  // transport holds an engine (harness/engine_ceiling.h).
+  for (const Point& given : points) {
+    std::optional<Transport> transport;
+    std::optional<NicBackend> backend;
+    if (done.count(given.point_id) || !resolve(*spec, given, &transport, &backend).empty()) continue;
+    prepare_engine_ceiling(Run(given, o, *spec, transport, backend));
+  }
   size_t index = 0;
   for (const Point& given : points) {
     ++index;
@@ -170,6 +179,7 @@ int run_driver(int argc, char** argv) {
     try {
       if (!bad.empty()) throw PointFailure("bad parameter: " + bad);
       records = fn->second(run);
+      attach_engine_ceiling(run, records);
       for (const Record& r : records)
         if (r.stats && summary.empty()) summary = r.metric + " p50=" + json_number(r.stats->p50) + " " + r.unit;
     } catch (const HardwareMissing& e) {

@@ -1,0 +1,62 @@
+// The software NIC engine's own ceiling for one WQE shape, measured in the run it is used in:
+//  - the measurement (measure_engine_ceiling): every QP's window of signaled RDMA writes of the
+//    shape is written before the clock starts, each QP's doorbell is rung once, and a round lasts
+//    until every QP's CQE names its last WQE; rate = WQEs / round time (Mmsg/s). The cpu engine's
+//    measurer is harness/ceiling_cpu.cpp, the gpu engine's harness/ceiling_gpu.cu (on the peer GPU
+//    for softnic-gpu, on kSameGpuEngineBlocks SMs of GPU 0 for softnic-gpu-same); a driver links
+//    the ones its experiments need and they register themselves.
+//  - the runner's hook: before the first point, the ceiling of each distinct shape of the run's
+//    points (harness/engine_shape.h) is measured once, while no transport holds an engine; every
+//    rate record of a softnic point then carries `engine_ceiling` (the median round, Mmsg/s) and
+//    `engine_ceiling_shape`. A shape whose measurement fails leaves its records without the field
+//    (the reason goes to stderr), so the report says the ceiling was not measured.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/engine_shape.h"
+#include "harness/record.h"
+
+namespace gicomm::bench {
+
+class Run;
+
+struct CeilingPlan {
+  uint32_t depth = 1024;  // WQEs per QP per round (one doorbell)
+  int warmup = 1;         // untimed rounds (the gpu engine's measurer always runs one)
+  int rounds = 3;         // timed rounds, one sample each
+  uint32_t timeout_ms = 2000;
+  int engine_warps_per_block = 4;  // gpu engine
+};
+
+struct CeilingSamples {
+  std::vector<double> wqe_rate_mps;  // one per timed round
+  std::optional<double> sm_clock_mhz;
+};
+
+// A measurer for one engine kind; throws HardwareMissing when the host lacks what it needs, and
+// PointFailure (naming the QP and what was seen) when the engine misbehaves.
+using CeilingMeasurer = CeilingSamples (*)(const EngineShape& shape, const CeilingPlan& plan);
+enum class EngineKind { cpu, gpu };
+void register_ceiling_measurer(EngineKind kind, CeilingMeasurer m);
+struct CeilingMeasurerRegistration {
+  CeilingMeasurerRegistration(EngineKind kind, CeilingMeasurer m) { register_ceiling_measurer(kind, m); }
+};
+
+// Measures `shape` on its backend's engine; HardwareMissing when this driver has no measurer for it.
+CeilingSamples measure_engine_ceiling(const EngineShape& shape, const CeilingPlan& plan);
+
+// The plan of the hook's short measurement of `shape`: at most 32768 WQEs and 64 MiB of payload
+// per round, 16..4096 WQEs per QP, one untimed and three timed rounds.
+CeilingPlan short_plan(const EngineShape& shape, uint32_t timeout_ms);
+
+// The runner's hook. prepare: measures the shape of `run`'s point if not yet measured in this
+// process (nothing for a point without a softnic rate record). attach: gives every rate record of
+// the point the ceiling of its shape.
+void prepare_engine_ceiling(const Run& run);
+void attach_engine_ceiling(const Run& run, std::vector<Record>& records);
+
+}  // namespace gicomm::bench

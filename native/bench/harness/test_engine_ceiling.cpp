@@ -1,0 +1,179 @@
+// The engine ceiling's host side (harness/engine_shape.h, harness/engine_ceiling.h): the WQE
+// shape each rate experiment's point maps to, from the real declarations (config/experiments,
+// compiled in), and the runner's hook: one measurement per distinct shape per run, before the
+// first point; every ok rate record of a softnic point carries engine_ceiling (the median round,
+// Mmsg/s) and engine_ceiling_shape; other metrics, other backends and failed measurements carry
+// nothing. A stand-in measurer (registered for both engine kinds) counts its calls; a stand-in
+// gda_msg_rate returns a msg_rate and an issue_ns record.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "harness/engine_ceiling.h"
+#include "harness/harness.h"
+
+using namespace gicomm;
+using namespace gicomm::bench;
+
+namespace {
+
+// ---- the shape mapping ---------------------------------------------------------------------------
+Params params(const std::vector<std::pair<std::string, Scalar>>& kv) {
+  Params p;
+  for (const auto& [k, v] : kv) p.set(k, v);
+  return p;
+}
+
+std::optional<EngineShape> shape(const std::string& experiment, const Params& p, std::optional<Transport> t,
+                                 NicBackend b) {
+  const ExperimentSpec* e = find_experiment_spec(experiment);
+  REQUIRE(e != nullptr, "no declaration of %s compiled in", experiment.c_str());
+  return engine_shape_of(*e, p, t, b);
+}
+
+std::string text(const std::optional<EngineShape>& s) { return s ? s->text() : "none"; }
+
+void shapes() {
+  const auto gda = Transport::mini_gda, proxy = Transport::mini_proxy;
+  // gda_msg_rate: 8-byte writes, the point's payload, its QPs as a power-of-two class.
+  CHECK(text(shape("gda_msg_rate", {}, gda, NicBackend::softnic_gpu)) == "inline 8 B, 1 QP", "defaults");
+  CHECK(text(shape("gda_msg_rate", params({{"qps", 132LL}, {"payload", std::string("pointer")}}), gda,
+                   NicBackend::softnic_gpu)) == "pointer 8 B, 128 QPs");
+  CHECK(text(shape("gda_msg_rate", params({{"qps", 528LL}}), gda, NicBackend::softnic_gpu_same)) ==
+        "inline 8 B, 512 QPs", "the gpu engine's largest class is 512");
+  CHECK(text(shape("gda_msg_rate", params({{"qps", 16LL}}), gda, NicBackend::softnic_cpu)) ==
+        "inline 8 B, 16 QPs, 2 engine threads", "mini-gda's cpu engine runs 2 threads");
+  // inline_payload: its size and payload, 16 QPs by default.
+  CHECK(text(shape("inline_payload", params({{"size", 64LL}}), gda, NicBackend::softnic_gpu)) == "inline 64 B, 16 QPs");
+  CHECK(text(shape("inline_payload", params({{"size", 220LL}, {"payload", std::string("pointer")}}), gda,
+                   NicBackend::softnic_gpu_same)) == "pointer 220 B, 16 QPs");
+  CHECK(!shape("inline_payload", params({{"size", 221LL}}), gda, NicBackend::softnic_gpu), "no inline WQE above 220 B");
+  // goodput: pointer writes of `size`; mini-gda's QPs are its CTAs, mini-proxy's its workers.
+  CHECK(text(shape("goodput", params({{"size", 4096LL}, {"ctas", 16LL}}), gda, NicBackend::softnic_gpu)) ==
+        "pointer 4096 B, 16 QPs");
+  CHECK(text(shape("goodput", params({{"size", 65536LL}, {"ctas", 16LL}}), proxy, NicBackend::softnic_cpu)) ==
+        "pointer 65536 B, 2 QPs, 2 engine threads", "workers derived min(2, ctas)");
+  CHECK(text(shape("goodput", params({{"size", 8LL}, {"ctas", 1LL}}), proxy, NicBackend::softnic_cpu)) ==
+        "pointer 8 B, 1 QP, 1 engine thread");
+  CHECK(text(shape("goodput", params({{"size", 512LL}, {"ctas", 16LL}, {"workers", 4LL}}), proxy,
+                   NicBackend::softnic_cpu)) == "pointer 512 B, 4 QPs, 4 engine threads");
+  // connection_scaling: 8 B inline, larger by pointer; every active connection is a QP.
+  CHECK(text(shape("connection_scaling", params({{"active_qps", 4096LL}}), gda, NicBackend::softnic_cpu)) ==
+        "inline 8 B, 4096 QPs, 2 engine threads");
+  CHECK(text(shape("connection_scaling", params({{"active_qps", 32768LL}, {"size", 512LL}}), gda,
+                   NicBackend::softnic_gpu)) == "pointer 512 B, 512 QPs");
+  // proxy_msg_rate (proxy_one_op's parameters): rate mode only; a QP and engine threads per worker.
+  CHECK(text(shape("proxy_msg_rate", params({{"mode", std::string("rate")}, {"workers", 8LL}}), proxy,
+                   NicBackend::softnic_cpu)) == "inline 8 B, 8 QPs, 8 engine threads");
+  CHECK(text(shape("proxy_msg_rate", params({{"mode", std::string("rate")}, {"workers", 4LL}, {"nic_threads", 1LL}}),
+                   proxy, NicBackend::softnic_cpu)) == "inline 8 B, 4 QPs, 1 engine thread");
+  CHECK(!shape("proxy_one_op", params({{"mode", std::string("issue")}}), proxy, NicBackend::softnic_cpu),
+        "one-op modes have no rate record");
+  // soak: the rings target (mini-proxy's 8-byte writes); the engine target's atomics are not a shape.
+  CHECK(text(shape("soak", params({{"target", std::string("rings")}, {"workers", 2LL}}), proxy,
+                   NicBackend::softnic_cpu)) == "inline 8 B, 2 QPs, 1 engine thread");
+  CHECK(!shape("soak", params({{"target", std::string("engine")}}), Transport::softnic, NicBackend::softnic_cpu));
+  // Not a software NIC, or no rate record: no shape.
+  for (NicBackend b : {NicBackend::mlx5, NicBackend::verbs, NicBackend::nvlink, NicBackend::none})
+    CHECK(!shape("gda_msg_rate", {}, gda, b), "backend %s carries no engine ceiling", name_of(b));
+  CHECK(!shape("gda_one_op", {}, gda, NicBackend::softnic_gpu), "no rate metric");
+  CHECK(!shape("engine_ceiling", {}, Transport::softnic, NicBackend::softnic_cpu), "the ceiling itself");
+  // Classes: the largest power of two not above the QPs.
+  CHECK(qp_class(1, NicBackend::softnic_gpu) == 1 && qp_class(3, NicBackend::softnic_gpu) == 2 &&
+        qp_class(64, NicBackend::softnic_gpu) == 64 && qp_class(100000, NicBackend::softnic_cpu) == 4096);
+  CHECK(is_rate_metric("msg_rate") && is_rate_metric("goodput_gbps") && is_rate_metric("bulk_msg_rate") &&
+        !is_rate_metric("issue_ns") && !is_rate_metric("engine_wqe_rate"));
+  // The hook's short plan: at most 32768 WQEs and 64 MiB per round.
+  EngineShape big;
+  big.inline_payload = false;
+  big.bytes = 65536;
+  big.qps = 16;
+  CHECK(short_plan(big, 2000).depth == 64, "64 MiB / 64 KiB / 16 QPs, got %u", short_plan(big, 2000).depth);
+  EngineShape one;
+  CHECK(short_plan(one, 2000).depth == 4096 && short_plan(one, 2000).rounds == 3);
+}
+
+// ---- the runner's hook ---------------------------------------------------------------------------
+std::map<std::string, int> measured;  // shape text -> calls
+bool fail_pointer = false;
+
+CeilingSamples fake_measurer(const EngineShape& s, const CeilingPlan&) {
+  ++measured[s.text()];
+  if (fail_pointer && !s.inline_payload) throw PointFailure("QP 2: no CQE");
+  // 10, 30, 20 Mmsg/s per 1 QP class step: the median is 20 * qps.
+  return {{10.0 * s.qps, 30.0 * s.qps, 20.0 * s.qps}, std::nullopt};
+}
+const CeilingMeasurerRegistration cpu(EngineKind::cpu, fake_measurer);
+const CeilingMeasurerRegistration gpu(EngineKind::gpu, fake_measurer);
+
+std::vector<Record> fake_rate(Run& r) {
+  (void)r;
+  std::vector<Record> out = {Record::scalar("msg_rate", "Mmsg/s", 7.0), Record::scalar("issue_ns", "ns", 100.0)};
+  return out;
+}
+GICOMM_EXPERIMENT(gda_msg_rate, fake_rate);
+
+std::vector<Json> records_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Json> out;
+  for (std::string l; std::getline(in, l);) out.push_back(Json::parse(l));
+  return out;
+}
+
+int run(const std::string& points, const std::string& out) {
+  static std::string prog = "gicomm-bench-test";
+  std::vector<std::string> args = {"--experiment", "gda_msg_rate", "--points", points, "--out", out, "--campaign",
+                                   "c", "--host", "h", "--platform", "local", "--provenance-id", "p"};
+  std::vector<char*> argv = {&prog[0]};
+  for (auto& a : args) argv.push_back(&a[0]);
+  return run_driver(static_cast<int>(argv.size()), argv.data());
+}
+
+void hook(const std::string& dir) {
+  const std::string points = dir + "/points.jsonl", out = dir + "/out.jsonl";
+  std::ofstream(points) << "{\"point_id\": \"a\", \"nic_backend\": \"softnic-gpu\", \"params\": {\"qps\": 64}}\n"
+                           "{\"point_id\": \"b\", \"nic_backend\": \"softnic-gpu\", \"params\": {\"qps\": 100}}\n"
+                           "{\"point_id\": \"c\", \"nic_backend\": \"softnic-cpu\", \"params\": {\"qps\": 1}}\n"
+                           "{\"point_id\": \"d\", \"nic_backend\": \"mlx5\", \"params\": {\"qps\": 64}}\n"
+                           "{\"point_id\": \"e\", \"nic_backend\": \"softnic-gpu\", \"params\": {\"qps\": 4, "
+                           "\"payload\": \"pointer\"}}\n";
+  fail_pointer = true;
+  CHECK(run(points, out) == 0, "run");
+  // One measurement per distinct shape: a and b share the 64-QP class.
+  CHECK(measured.size() == 3 && measured["inline 8 B, 64 QPs"] == 1 && measured["inline 8 B, 1 QP, 2 engine threads"] == 1 &&
+            measured["pointer 8 B, 4 QPs"] == 1,
+        "measured %zu shapes", measured.size());
+  const auto recs = records_of(out);
+  REQUIRE(recs.size() == 10, "two records per point, got %zu", recs.size());
+  std::map<std::string, Json> rate, issue;
+  for (const Json& r : recs) (r["metric"] == "msg_rate" ? rate : issue)[r["point_id"].get<std::string>()] = r;
+  CHECK(rate["a"]["engine_ceiling"] == 1280 && rate["a"]["engine_ceiling_shape"] == "inline 8 B, 64 QPs",
+        "a: %s", rate["a"].dump().c_str());
+  CHECK(rate["b"]["engine_ceiling"] == 1280, "b shares a's class");
+  CHECK(rate["c"]["engine_ceiling"] == 20 && rate["c"]["engine_ceiling_shape"] == "inline 8 B, 1 QP, 2 engine threads");
+  CHECK(!rate["d"].contains("engine_ceiling") && !rate["d"].contains("engine_ceiling_shape"), "mlx5 carries none");
+  CHECK(!rate["e"].contains("engine_ceiling"), "a failed measurement leaves the field out");
+  for (const auto& [id, r] : issue) CHECK(!r.contains("engine_ceiling"), "%s: issue_ns is not a rate", id.c_str());
+  // A rerun measures nothing for finished points.
+  measured.clear();
+  CHECK(run(points, out) == 0 && measured.empty(), "finished points need no ceiling");
+}
+
+}  // namespace
+
+int main() {
+  shapes();
+  char tmpl[] = "/tmp/gicomm-ceiling-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  REQUIRE(dir != nullptr, "mkdtemp");
+  hook(dir);
+  std::remove((std::string(dir) + "/points.jsonl").c_str());
+  std::remove((std::string(dir) + "/out.jsonl").c_str());
+  rmdir(dir);
+  return gicomm::test::check_result("test_bench_engine_ceiling");
+}
