@@ -128,6 +128,7 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
         lo, hi = bootstrap_median_ci(per_run["p50"].to_numpy())
         clocks = _numeric(g, "sm_clock_mhz")
         cpu = _numeric(g, "cpu_clock_mhz")
+        ceiling = _numeric(g, "engine_ceiling")
         p99 = per_run["p99"].dropna()
         rows.append(
             dict(zip(keys, key, strict=True))
@@ -146,6 +147,11 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
                 "sm_clock_min_mhz": float(clocks.min()) if clocks.notna().any() else np.nan,
                 "sm_clock_max_mhz": float(clocks.max()) if clocks.notna().any() else np.nan,
                 "cpu_clock_mhz": float(cpu.median()) if cpu.notna().any() else np.nan,
+                # each run's own ceiling for the point's shape, over the runs
+                "engine_ceiling": float(ceiling.median()) if ceiling.notna().any() else np.nan,
+                "engine_ceiling_shape": _observed_value(g["engine_ceiling_shape"])
+                if "engine_ceiling_shape" in g
+                else np.nan,
             }
             | {c: _observed_value(g[c]) for c in observed}
         )

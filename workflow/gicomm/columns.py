@@ -23,6 +23,9 @@ CONTEXT_COLUMNS = [
 ]
 # Optional provenance fields a record may carry (written by the harness when known).
 PROVENANCE_COLUMNS = ["rdma_provider", "doorbell_target", "topology", "measure_key"]
+# The software NIC engine's ceiling for a rate point's WQE shape, measured in the same run (Mmsg/s),
+# and that shape: rate records on a softnic backend carry them.
+CEILING_COLUMNS = ["engine_ceiling", "engine_ceiling_shape"]
 ID_COLUMNS = IDENTITY_COLUMNS + CONTEXT_COLUMNS
 STAT_COLUMNS = ["n", "p50", "p90", "p99", "min", "max", "mean", "stddev"]
 SAMPLES_COLUMN = "n_samples"
@@ -45,6 +48,7 @@ SUMMARY_STATS = [
     "sm_clock_min_mhz",
     "sm_clock_max_mhz",
     "cpu_clock_mhz",
+    *CEILING_COLUMNS,
 ]
 RATIO_COLUMNS = ["numerator", "denominator", "runs", "ratio", "ratio_min", "ratio_max"]
 

@@ -128,19 +128,20 @@ def wqe_rate(metric: str, value: float, size: object) -> float | None:
 def model_nic_bound(d: pd.DataFrame) -> pd.Series:
     """True where a softnic rate point is within 2x of its engine ceiling, False where it is not,
     None where nothing says (not a softnic rate point, or no ceiling measured with it)."""
-    out = pd.Series(None, index=d.index, dtype=object)
+    out: list[bool | None] = [None] * len(d)
     if d.empty or "engine_ceiling" not in d:
-        return out
-    ceiling = pd.to_numeric(d["engine_ceiling"], errors="coerce")
-    size = d["param_size"] if "param_size" in d else pd.Series(None, index=d.index)
-    kinds = nic_kinds(d)
-    for i in d.index:
-        if kinds[i] != SOFTNIC or d.at[i, "metric"] not in RATE_METRICS or pd.isna(ceiling[i]):
+        return pd.Series(out, index=d.index, dtype=object)
+    # Positional: a summary concatenated from several may repeat index labels.
+    ceiling = pd.to_numeric(d["engine_ceiling"], errors="coerce").tolist()
+    size = d["param_size"].tolist() if "param_size" in d else [None] * len(d)
+    kinds, metrics, p50 = nic_kinds(d).tolist(), d["metric"].tolist(), d["p50"].tolist()
+    for i in range(len(d)):
+        if kinds[i] != SOFTNIC or metrics[i] not in RATE_METRICS or pd.isna(ceiling[i]):
             continue
-        rate = wqe_rate(str(d.at[i, "metric"]), float(d.at[i, "p50"]), size[i])
+        rate = wqe_rate(str(metrics[i]), float(p50[i]), size[i])
         if rate is not None:
             out[i] = bool(rate * BOUND_FACTOR >= float(ceiling[i]))
-    return out
+    return pd.Series(out, index=d.index, dtype=object)
 
 
 def unmeasured_ceiling(d: pd.DataFrame) -> bool:

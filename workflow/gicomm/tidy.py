@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from gicomm.columns import (
+    CEILING_COLUMNS,
     ID_COLUMNS,
     PROVENANCE_COLUMNS,
     SAMPLES_COLUMN,
@@ -33,7 +34,7 @@ from gicomm.records import record_key, scan_records
 
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     row = {k: record.get(k) for k in ID_COLUMNS}
-    row |= {k: record[k] for k in PROVENANCE_COLUMNS if k in record}
+    row |= {k: record[k] for k in PROVENANCE_COLUMNS + CEILING_COLUMNS if k in record}
     for k, v in record.get("params", {}).items():
         row[param_column(k)] = v
     stats = record.get("stats") or {}
@@ -48,7 +49,7 @@ def tidy_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=ID_COLUMNS + STAT_COLUMNS + [SAMPLES_COLUMN])
     df = pd.DataFrame(rows)
-    provenance = [c for c in PROVENANCE_COLUMNS if c in df.columns]
+    provenance = [c for c in PROVENANCE_COLUMNS + CEILING_COLUMNS if c in df.columns]
     params = param_columns_of(df.columns)
     return df[ID_COLUMNS + provenance + params + STAT_COLUMNS + [SAMPLES_COLUMN]]
 

@@ -1,0 +1,128 @@
+"""The software NIC engine's ceiling per WQE shape, from the driver to the report: a CPU run of a
+rate experiment on softnic-cpu writes its rate records with `engine_ceiling` (Mmsg/s) and
+`engine_ceiling_shape`, the record reader accepts them, tidy and the summary over runs keep them,
+and the report marks a point within 2x of its ceiling "model-NIC bound" and a point far below it
+not. Every step fails when the field goes missing on the way. The engine_ceiling experiment's new
+`size` parameter leaves the archived campaigns' point ids valid."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, current_build_with, make_record, write_jsonl
+
+from gicomm.aggregate import summarize_runs
+from gicomm.experiments import load_experiment
+from gicomm.labels import model_nic_bound
+from gicomm.records import read_records
+from gicomm.report import with_intervals
+from gicomm.tidy import tidy_frame
+
+COMMON = ["--campaign", "c", "--host", "h", "--platform", "local", "--provenance-id", "p"]
+
+
+@pytest.fixture(scope="module")
+def soak(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    build = current_build_with(tmp_path_factory, "gicomm-bench-soak")
+    return build / "bin" / "gicomm-bench-soak"
+
+
+def test_a_cpu_rate_run_carries_the_ceiling_of_its_shape(soak: Path, tmp_path: Path):
+    # The soak's rings target: mini-proxy workers post 8-byte inline writes to the cpu engine
+    # (two workers, two QPs, one engine thread); half a second, a few kills.
+    point = {"point_id": "rings", "params": {
+        "target": "rings", "duration_s": 0.5, "producers": 2, "workers": 2,
+        "engine_threads": 1, "window_ms": 100}}  # fmt: skip
+    pts = tmp_path / "points.jsonl"
+    pts.write_text(json.dumps(point) + "\n")
+    outs = [tmp_path / f"run{i}.jsonl" for i in range(2)]  # two independent process runs
+    for run_index, out in enumerate(outs):
+        proc = subprocess.run(
+            [str(soak), "--experiment", "soak", "--points", str(pts), "--out", str(out),
+             *COMMON, "--run-index", str(run_index)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "engine ceiling softnic-cpu, inline 8 B, 2 QPs, 1 engine thread:" in proc.stderr
+    records = read_records(outs)  # validated against the record schema
+    rates = [r for r in records if r["metric"] == "msg_rate"]
+    assert len(rates) == 2
+    for r in rates:
+        assert r["status"] == "ok", r.get("error")
+        assert r["engine_ceiling"] > 0, r
+        assert r["engine_ceiling_shape"] == "inline 8 B, 2 QPs, 1 engine thread"
+    others = [r for r in records if r["metric"] != "msg_rate"]
+    assert others and not any("engine_ceiling" in r for r in others), "only rate records carry it"
+    summary = summarize_runs(tidy_frame(records))
+    row = summary[summary["metric"] == "msg_rate"].iloc[0]
+    assert row["engine_ceiling"] == pytest.approx(
+        pd.Series([r["engine_ceiling"] for r in rates]).median()
+    )
+    assert row["engine_ceiling_shape"] == "inline 8 B, 2 QPs, 1 engine thread"
+    bound = model_nic_bound(summary[summary["metric"] == "msg_rate"])
+    assert bound.notna().all(), "the report can decide once the ceiling is there"
+
+
+def rate_records(p50: float, ceiling: float | None, **kw: object) -> list[dict]:
+    extra = {} if ceiling is None else {
+        "engine_ceiling": ceiling, "engine_ceiling_shape": "inline 8 B, 16 QPs"}  # fmt: skip
+    base = {
+        "experiment": "gda_msg_rate", "nic_backend": "softnic-gpu-same", "metric": "msg_rate",
+        "unit": "Mmsg/s", "stats": {"n": 3, "p50": p50}, "sm_clock_mhz": 1980.0,
+    }  # fmt: skip
+    return [make_record(**{**base, **kw, **extra, "run_index": r}) for r in range(3)]
+
+
+def summary_of(tmp_path: Path, records: list[dict]) -> pd.DataFrame:
+    # Through the reader (schema), tidy and the summary, as the pipeline goes.
+    path = write_jsonl(tmp_path / "raw.jsonl", records)
+    read = read_records([path])
+    return with_intervals(summarize_runs(tidy_frame(read)), tidy_frame(read))
+
+
+def test_the_report_marks_points_within_2x_of_their_ceiling(tmp_path: Path):
+    near = rate_records(14.0, 20.0, point_id="near", params={"qps": 16, "batch": 16})
+    far = rate_records(1.0, 20.0, point_id="far", params={"qps": 16, "batch": 1})
+    # goodput: 40 GB/s of 4096 B writes is 9.8 M WQE/s, within 2x of 15 Mmsg/s
+    goodput = rate_records(40.0, 15.0, point_id="gp", experiment="goodput", metric="goodput_gbps",
+                           unit="GB/s", params={"size": 4096, "ctas": 16})  # fmt: skip
+    s = summary_of(tmp_path, near + far + goodput)
+    marks = dict(zip(s["p50"], s["model_nic_bound"], strict=True))  # a point per value
+    assert marks == {14.0: "yes", 1.0: "no", 40.0: "yes"}
+
+
+def test_a_rate_point_without_its_ceiling_is_not_marked(tmp_path: Path):
+    s = summary_of(tmp_path, rate_records(14.0, None, point_id="bare"))
+    assert "model_nic_bound" not in s or s["model_nic_bound"].isna().all()
+    assert s["engine_ceiling"].isna().all()
+
+
+def test_real_nic_points_are_never_model_nic_bound(tmp_path: Path):
+    recs = rate_records(14.0, None, point_id="nic", nic_backend="mlx5")
+    d = summary_of(tmp_path, recs).assign(engine_ceiling=20.0)
+    assert model_nic_bound(d).isna().all()
+
+
+@pytest.mark.parametrize("name", ["engine_ceiling", "gda_msg_rate", "inline_payload", "goodput"])
+def test_archived_point_ids_stay_valid(name: str):
+    # The pipeline campaigns' points, measured before `size`, `gpu-same` and softnic-gpu-same
+    # existed, are points of today's sweeps: a rerun skips them and their reports still render.
+    exp = load_experiment(REPO / f"config/experiments/{name}.yaml")
+    ids = {p.point_id for mode in ("full", "reduced") for p in exp.points(mode)}
+    archived = sorted((REPO / "results/archive").glob(f"*-pipeline/raw/{name}/*/run*/*.jsonl"))
+    assert archived
+    for f in archived:
+        got = {json.loads(line)["point_id"] for line in f.read_text().splitlines() if line.strip()}
+        assert got <= ids, f"{f}: {sorted(got - ids)}"
+
+
+def test_one_gpu_measures_the_same_gpu_engine_points():
+    # softnic-gpu-same needs one GPU; softnic-gpu (the engine on the peer) two.
+    for name in ("gda_msg_rate", "inline_payload", "goodput"):
+        exp = load_experiment(REPO / f"config/experiments/{name}.yaml")
+        gpus = {p.nic_backend: exp.needs_of(p)["gpus"] for p in exp.points("reduced")}
+        assert gpus["softnic-gpu-same"] == 1 and gpus["softnic-gpu"] == 2, (name, gpus)
