@@ -81,10 +81,12 @@ class Experiment:
     params: dict[str, ParamSpec] = field(default_factory=dict)
 
     def needs_of(self, point: Point) -> dict[str, Any]:
-        """The experiment's needs plus those of every `needs_when` entry the point matches."""
+        """The experiment's needs plus those of every `needs_when` entry the point matches (its
+        transport and NIC backend as resolved where it does not sweep them)."""
         needs = dict(self.needs)
+        resolved = {"transport": point.transport, "nic_backend": point.nic_backend}
         for when, extra in self.needs_when:
-            if all(point.params.get(k) == v for k, v in when.items()):
+            if all(point.params.get(k, resolved.get(k)) == v for k, v in when.items()):
                 for k, v in extra.items():
                     needs[k] = (
                         max(needs.get(k, v), v) if isinstance(v, int) else (needs.get(k) or v)

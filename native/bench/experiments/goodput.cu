@@ -89,7 +89,7 @@ Measured measure_gda(Run& run, const Shape& s) {
   mem.src_bytes = bytes;
   mem.src_access = softnic::kAccessLocalWrite;
   mem.dst_bytes = bytes;
-  mem.dst_device = run.nic() == NicBackend::softnic_gpu ? 1 : 0;
+  mem.dst_device = run.nic() == NicBackend::softnic_gpu ? 1 : 0;  // softnic-gpu-same: the producer's GPU
   mem.dst_access = softnic::kAccessRemoteWrite | softnic::kAccessLocalWrite;
   GdaRig rig(sc, mem);
 
@@ -113,7 +113,7 @@ Measured measure_gda(Run& run, const Shape& s) {
   uint64_t launches = 0;
   Measured m;
   auto launch = [&](bool timed) {
-    if (run.nic() == NicBackend::softnic_gpu)
+    if (run.nic() != NicBackend::softnic_cpu)  // the doorbell word is GPU memory
       producer_kernel<order::GpuFence><<<n, 32, 0, stream.s>>>(a);
     else
       producer_kernel<order::SysFence><<<n, 32, 0, stream.s>>>(a);

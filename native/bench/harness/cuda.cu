@@ -3,11 +3,55 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "gicomm/common/clock.cuh"
 
 namespace gicomm::bench {
+
+namespace {
+struct Deferred {
+  std::mutex m;
+  bool on = false;
+  std::vector<void*> frees;
+};
+// Never destroyed: a rig held in a static may release it while the process exits.
+Deferred& deferred() {
+  static Deferred* d = new Deferred;
+  return *d;
+}
+}  // namespace
+
+void free_device(void* p) {
+  Deferred& d = deferred();
+  {
+    const std::lock_guard<std::mutex> lock(d.m);
+    if (d.on) {
+      d.frees.push_back(p);
+      return;
+    }
+  }
+  cudaFree(p);
+}
+
+void defer_device_frees(bool on) {
+  Deferred& d = deferred();
+  const std::lock_guard<std::mutex> lock(d.m);
+  d.on = on;
+}
+
+void release_deferred_frees() {
+  Deferred& d = deferred();
+  std::vector<void*> now;
+  {
+    const std::lock_guard<std::mutex> lock(d.m);
+    if (d.on) return;
+    now.swap(d.frees);
+  }
+  for (void* p : now) cudaFree(p);
+}
 
 int gpu_count() {
   int n = 0;
@@ -48,7 +92,7 @@ double measure_sm_clock_mhz(unsigned long long ns) {
   clock_probe_kernel<<<1, 1>>>(d, ns);
   ClockSample h[2] = {};
   const cudaError_t e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
-  cudaFree(d);
+  free_device(d);
   if (e != cudaSuccess) throw PointFailure(std::string("SM clock probe kernel: ") + cudaGetErrorString(e));
   const double mhz = sm_clock_mhz(h[0], h[1]);
   if (!(mhz > 0)) throw PointFailure("SM clock probe: zero elapsed %globaltimer");

@@ -27,6 +27,14 @@ int gpu_count();
 // Exit 3 (HardwareMissing) with "<what>: needs N GPU(s), found M" when fewer are visible.
 void require_gpus(int n, const std::string& what);
 
+// Frees device memory at once; while a persistent engine kernel shares the current GPU
+// (softnic-gpu-same), only once that engine stopped: cudaFree synchronizes the whole device, which
+// would wait for the engine. The transport factory (GdaRig) turns the deferral on after it starts
+// such an engine and releases what was deferred after stopping it.
+void free_device(void* p);
+void defer_device_frees(bool on);
+void release_deferred_frees();
+
 // Plain device memory, zeroed.
 template <class T>
 struct DeviceBuffer {
@@ -36,7 +44,7 @@ struct DeviceBuffer {
     GICOMM_CUDA(cudaMemset(p, 0, std::max<size_t>(1, n) * sizeof(T)));
   }
   ~DeviceBuffer() {
-    if (p) cudaFree(p);
+    if (p) free_device(p);
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;

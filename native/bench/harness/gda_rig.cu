@@ -1,9 +1,11 @@
 #include "harness/gda_rig.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/mlx5/cqe.h"
+#include "harness/engine_shape.h"
 #if defined(GICOMM_BENCH_WITH_MLX5)
 #include "gicomm/mlx5dev/devx.h"
 #endif
@@ -72,19 +74,26 @@ gda::SessionConfig gda_config(Run& run, uint32_t qps) {
     throw HardwareMissing("nic backend mlx5: this build has no rdma-core");
 #endif
   }
-  if (backend != NicBackend::softnic_gpu && backend != NicBackend::softnic_cpu)
-    throw PointFailure(std::string("mini-gda runs on softnic-gpu, softnic-cpu or mlx5, not ") + name_of(backend));
+  if (backend != NicBackend::softnic_gpu && backend != NicBackend::softnic_cpu &&
+      backend != NicBackend::softnic_gpu_same)
+    throw PointFailure(std::string("mini-gda runs on softnic-gpu, softnic-gpu-same, softnic-cpu or mlx5, not ") +
+                       name_of(backend));
   const int ndev = gpu_count();
   if (ndev == 0) throw HardwareMissing("no CUDA GPU visible");
-  // The benchmarks allocate and free per point, and cudaFree synchronizes the whole device: with
-  // the persistent engine kernel on the producer's own GPU that would wait for the engine. The
-  // same-GPU placement is checked by gicomm-gda-gpu-check; the benchmarks need the peer GPU.
   if (backend == NicBackend::softnic_gpu && ndev < 2)
-    throw HardwareMissing("nic backend softnic-gpu: the benchmarks run the engine on a peer GPU; " +
-                          std::to_string(ndev) + " GPU visible");
+    throw HardwareMissing("nic backend softnic-gpu: the engine runs on a peer GPU; " + std::to_string(ndev) +
+                          " GPU visible (softnic-gpu-same runs it on the producer's own)");
+  c.cpu_threads = kGdaCpuEngineThreads;
+  if (backend == NicBackend::softnic_gpu_same) {
+    // The engine on reserved SMs of the producer's own GPU, as the engine ceiling measures it. A
+    // persistent kernel shares the GPU: GdaRig waits on streams, never on the device.
+    c.engine = name_of(NicBackend::softnic_gpu);
+    c.engine_device = c.producer_device;
+    c.engine_blocks = kSameGpuEngineBlocks;
+  }
   // The doorbell word the producer stores to: in the engine GPU's memory (across NVLink, as an
   // MMIO store crosses PCIe), or in pinned host memory for host threads.
-  run.doorbell_target = backend == NicBackend::softnic_gpu ? "gpu-memory" : "pinned-host";
+  run.doorbell_target = backend == NicBackend::softnic_cpu ? "pinned-host" : "gpu-memory";
   return c;
 }
 
@@ -101,10 +110,21 @@ GdaRig::GdaRig(const gda::SessionConfig& cfg, const GdaMemory& mem) : cfg_(cfg),
     target_.lkey = session_->register_mr(src_->p, mem.src_bytes, mem.src_access).lkey;
   }
   session_->start_engine();
+  if (same_gpu_) defer_device_frees(true);
   GICOMM_CUDA(cudaSetDevice(cfg.producer_device));
 }
 
-GdaRig::~GdaRig() = default;
+GdaRig::~GdaRig() {
+  if (!same_gpu_) return;
+  // The engine shares the GPU: stop it before anything is freed (a free would wait for it).
+  try {
+    session_->stop_engine();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mini-gda: %s\n", e.what());
+  }
+  defer_device_frees(false);
+  release_deferred_frees();
+}
 
 GdaRig& GdaRig::reuse(const gda::SessionConfig& cfg, const GdaMemory& mem) {
   static std::unique_ptr<GdaRig> rig;
@@ -117,7 +137,9 @@ GdaRig& GdaRig::reuse(const gda::SessionConfig& cfg, const GdaMemory& mem) {
 }
 
 void GdaRig::check(const char* what) {
-  const cudaError_t e = cudaDeviceSynchronize();
+  // With the engine on this GPU the producers' stream (the legacy default stream, which does not
+  // wait for the engine's non-blocking one), else the device.
+  const cudaError_t e = same_gpu_ ? cudaStreamSynchronize(cudaStreamLegacy) : cudaDeviceSynchronize();
   const std::string err = session_->take_error();
   if (e != cudaSuccess || !err.empty()) {
     broken_ = true;  // a failed QP is in error state: start over for the next point

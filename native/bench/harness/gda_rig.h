@@ -35,7 +35,8 @@ struct NicBuffer {
 };
 
 // The session of a point: the engine of its NIC backend (softnic-gpu: a kernel on the peer GPU;
-// softnic-cpu: host threads; mlx5: a ConnectX through DEVX), `qps` queues, --timeout-ms. Checks
+// softnic-gpu-same: a kernel on reserved SMs of the producer's GPU; softnic-cpu: host threads;
+// mlx5: a ConnectX through DEVX), `qps` queues, --timeout-ms. Checks
 // the host first and throws HardwareMissing naming what is missing (no GPU; one GPU where
 // softnic-gpu runs its engine on the peer; no mlx5 device or a build without rdma-core).
 gda::SessionConfig gda_config(Run& run, uint32_t qps);
@@ -94,6 +95,8 @@ class GdaRig {
   std::unique_ptr<NicBuffer> dst_, src_;
   GdaTarget target_{};
   bool broken_ = false;
+  // The gpu engine on the producer's own GPU (softnic-gpu-same).
+  bool same_gpu_ = cfg_.engine == "softnic-gpu" && cfg_.engine_device == cfg_.producer_device;
 };
 
 }  // namespace gicomm::bench
