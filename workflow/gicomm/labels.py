@@ -149,7 +149,8 @@ def unmeasured_ceiling(d: pd.DataFrame) -> bool:
     that shape in their run: the engine's serial multi-WQEBB path may be what they show."""
     if d.empty:
         return False
-    rate = d["metric"].isin(RATE_METRICS) & (d["nic_backend"].astype(str) == "softnic-gpu")
+    gpu_engine = d["nic_backend"].astype(str).str.startswith("softnic-gpu")
+    rate = d["metric"].isin(RATE_METRICS) & gpu_engine
     if "engine_ceiling" in d:
         rate &= pd.to_numeric(d["engine_ceiling"], errors="coerce").isna()
     size = pd.to_numeric(d.get("param_size"), errors="coerce") if "param_size" in d else None

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The engine ceiling on a GPU machine, in one bounded call from the repository root: builds the
+# drivers that carry it, runs the host test, measures the engine ceiling per WQE shape on the
+# same-GPU engine (softnic-gpu-same; with two GPUs also the peer engine, softnic-gpu), and mini-gda's
+# message rate, inline-payload rate and goodput on it, each rate record with the ceiling of its own
+# shape measured at the start of its driver run; summary.txt sets each rate beside its ceiling.
+#
+#   OUT=/some/dir tools/device-ceiling.sh      (GICOMM_DEVICE_BUILD: the build folder, default build/device)
+#
+# Expected on one H200 (16 cores): configure and build of three drivers ~150 s, measurements ~70 s;
+# hard bound: every step has its own timeout and no step starts after TOTAL_S (default 420) s.
+# Writes under $OUT/ceiling/ (four files):
+#   summary.txt    every rate beside its engine ceiling (ratio, model-NIC bound or not), the
+#                  ceilings per shape, then every step's exit status
+#   steps.tsv      step, exit status (124: timed out), seconds
+#   records.jsonl  every record of every driver run
+#   logs.tar.gz    every step's log, nvidia-smi clocks before and after
+# What to check: every step exited 0; every msg_rate / goodput_gbps record in summary.txt has an
+# engine ceiling (no "MISSING"); the softnic-gpu-same points ran (the same-GPU placement of the
+# harness is new: it waits on streams, never on the device, and frees device memory only once the
+# engine stopped); whether points are model-NIC bound is the finding, not a pass/fail.
+set -u
+cd "$(dirname "$0")/.."
+OUT_DIR=${OUT:-$PWD/device-out}/ceiling
+BUILD=${GICOMM_DEVICE_BUILD:-build/device}
+TOTAL_S=${TOTAL_S:-420}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p "$OUT_DIR"
+LOGS=$(mktemp -d)
+WORK=$(mktemp -d)
+STEPS=$OUT_DIR/steps.tsv
+printf 'step\texit\tseconds\n' > "$STEPS"
+START=$(date +%s)
+[ -f tools/device-env.sh ] && source tools/device-env.sh  # carried wheels (nlohmann-json headers)
+
+# step NAME LIMIT_S CMD...: CMD with a timeout (never past the total bound), logged to NAME.log.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((TOTAL_S - ($(date +%s) - START)))
+  if [ "$left" -lt 10 ]; then
+    printf '%s\tskipped (total bound %ss reached)\t0\n' "$name" "$TOTAL_S" >> "$STEPS"
+    return 124
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0 rc
+  t0=$(date +%s)
+  timeout -k 10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  rc=$?
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$(($(date +%s) - t0))" >> "$STEPS"
+  echo "== $name: exit $rc ($(($(date +%s) - t0)) s)"
+  return $rc
+}
+
+# drive NAME DRIVER EXPERIMENT POINTS_FILE [flags]: one driver run over a points file.
+drive() {
+  local name=$1 driver=$2 experiment=$3 points=$4
+  shift 4
+  step "$name" 120 "$BUILD/bin/$driver" --experiment "$experiment" --points "$points" \
+    --out "$WORK/$name.jsonl" --campaign device-ceiling --host "$(hostname -s)" --platform local \
+    --provenance-id device --run-index 0 --timeout-ms 2000 "$@"
+}
+
+nvidia-smi -q -d CLOCK > "$LOGS/clocks-before.txt" 2>&1
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+
+step configure 120 cmake -S native -B "$BUILD" -DGICOMM_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release
+step build 300 cmake --build "$BUILD" -j "$(nproc)" --target gicomm-bench-engine gicomm-bench-gda \
+  gicomm-bench-goodput test_bench_engine_ceiling
+step host_test 60 "$BUILD/bin/test_bench_engine_ceiling"
+
+# The placements this machine has: the same-GPU engine always, the peer engine with two GPUs.
+placements="softnic-gpu-same"
+[ "$GPUS" -ge 2 ] && placements="softnic-gpu-same softnic-gpu"
+
+for nb in $placements; do
+  engine=gpu-same
+  [ "$nb" = softnic-gpu ] && engine=gpu
+  # engine_ceiling per shape: the inline sizes and pointer sizes the paper's rate figures sweep.
+  : > "$WORK/ec-$nb.points"
+  for s in 8 32 64 128 220; do
+    echo "{\"point_id\": \"ec-$engine-inline-$s\", \"params\": {\"engine\": \"$engine\", \"qps\": 16, \"depth\": 1024, \"payload\": \"inline\", \"size\": $s}}" >> "$WORK/ec-$nb.points"
+  done
+  for s in 8 512 4096 65536; do
+    echo "{\"point_id\": \"ec-$engine-pointer-$s\", \"params\": {\"engine\": \"$engine\", \"qps\": 16, \"depth\": 256, \"payload\": \"pointer\", \"size\": $s}}" >> "$WORK/ec-$nb.points"
+  done
+  drive "engine_ceiling-$nb" gicomm-bench-engine engine_ceiling "$WORK/ec-$nb.points"
+
+  # Tables 5 and 13 (gda_msg_rate): 8-byte inline writes, one and several QPs.
+  cat > "$WORK/mr-$nb.points" <<EOF
+{"point_id": "mr-$nb-1", "nic_backend": "$nb", "params": {"mode": "thread", "blocks": 1, "threads": 1, "qps": 1, "batch": 16, "wqes": 200000}}
+{"point_id": "mr-$nb-16", "nic_backend": "$nb", "params": {"mode": "thread", "blocks": 16, "threads": 1, "qps": 16, "batch": 16, "wqes": 4000000}}
+{"point_id": "mr-$nb-64", "nic_backend": "$nb", "params": {"mode": "thread", "blocks": 64, "threads": 1, "qps": 64, "batch": 16, "wqes": 4000000}}
+{"point_id": "mr-$nb-warp132", "nic_backend": "$nb", "params": {"mode": "warp", "blocks": 132, "threads": 128, "qps": 132, "batch": 32, "wqes": 8000000}}
+EOF
+  drive "gda_msg_rate-$nb" gicomm-bench-gda gda_msg_rate "$WORK/mr-$nb.points"
+
+  # Figure 3 (inline_payload): 16 QPs x 16 per doorbell, inline and pointer payloads.
+  : > "$WORK/ip-$nb.points"
+  for p in inline pointer; do
+    for s in 8 64 220; do
+      echo "{\"point_id\": \"ip-$nb-$p-$s\", \"nic_backend\": \"$nb\", \"params\": {\"payload\": \"$p\", \"size\": $s, \"qps\": 16, \"batch\": 16}}" >> "$WORK/ip-$nb.points"
+    done
+  done
+  drive "inline_payload-$nb" gicomm-bench-gda inline_payload "$WORK/ip-$nb.points" --warmup 50 --iters 500
+
+  # Figure 8 (goodput): pointer writes from 16 CTAs.
+  : > "$WORK/gp-$nb.points"
+  for s in 8 4096 65536; do
+    echo "{\"point_id\": \"gp-$nb-$s\", \"transport\": \"mini-gda\", \"nic_backend\": \"$nb\", \"params\": {\"ctas\": 16, \"size\": $s, \"batch\": 16}}" >> "$WORK/gp-$nb.points"
+  done
+  drive "goodput-$nb" gicomm-bench-goodput goodput "$WORK/gp-$nb.points"
+done
+# mini-proxy's goodput on the cpu engine (the ceiling of its workers' shape).
+echo '{"point_id": "gp-proxy-4096", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"ctas": 16, "size": 4096, "batch": 16}}' > "$WORK/gp-proxy.points"
+drive goodput-proxy gicomm-bench-goodput goodput "$WORK/gp-proxy.points"
+
+nvidia-smi -q -d CLOCK > "$LOGS/clocks-after.txt" 2>&1
+cat "$WORK"/*.jsonl > "$OUT_DIR/records.jsonl" 2>/dev/null
+python3 tools/ceiling_summary.py "$OUT_DIR/records.jsonl" > "$OUT_DIR/summary.txt" 2>&1
+{ echo; echo "steps:"; cat "$STEPS"; } >> "$OUT_DIR/summary.txt"
+tar -czf "$OUT_DIR/logs.tar.gz" -C "$LOGS" .
+rm -rf "$LOGS" "$WORK"
+cat "$OUT_DIR/summary.txt"
