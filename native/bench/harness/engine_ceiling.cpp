@@ -16,10 +16,12 @@ CeilingMeasurer& measurer(EngineKind k) {
   return k == EngineKind::cpu ? cpu : gpu;
 }
 
-// What this process measured per shape: the ceiling, or why there is none.
+// What this process measured per shape: the ceiling, or why there is none; said on stderr once,
+// with the first point that uses it (a point whose hardware is missing says only that).
 struct Measured {
   std::optional<double> mps;
   std::string error;
+  bool said = false;
 };
 std::map<EngineShape, Measured>& measured() {
   static std::map<EngineShape, Measured> m;
@@ -66,12 +68,8 @@ void prepare_engine_ceiling(const Run& run) {
   try {
     const CeilingSamples s = measure_engine_ceiling(*shape, short_plan(*shape, run.options.timeout_ms));
     m.mps = compute_stats(s.wqe_rate_mps).p50;
-    std::fprintf(stderr, "[gicomm] engine ceiling %s, %s: %.2f Mmsg/s\n", name_of(shape->backend),
-                 shape->text().c_str(), *m.mps);
   } catch (const std::exception& e) {
     m.error = e.what();
-    std::fprintf(stderr, "[gicomm] engine ceiling %s, %s not measured: %s\n", name_of(shape->backend),
-                 shape->text().c_str(), e.what());
   }
 }
 
@@ -84,10 +82,21 @@ void attach_engine_ceiling(const Run& run, std::vector<Record>& records) {
   }
   if (!shape) return;
   const auto it = measured().find(*shape);
-  if (it == measured().end() || !it->second.mps) return;
+  if (it == measured().end()) return;
+  Measured& m = it->second;
+  if (!m.said) {
+    m.said = true;
+    if (m.mps)
+      std::fprintf(stderr, "[gicomm] engine ceiling %s, %s: %.2f Mmsg/s\n", name_of(shape->backend),
+                   shape->text().c_str(), *m.mps);
+    else
+      std::fprintf(stderr, "[gicomm] engine ceiling %s, %s not measured: %s\n", name_of(shape->backend),
+                   shape->text().c_str(), m.error.c_str());
+  }
+  if (!m.mps) return;
   for (Record& r : records) {
     if (r.status != "ok" || !is_rate_metric(r.metric)) continue;
-    r.engine_ceiling = *it->second.mps;
+    r.engine_ceiling = *m.mps;
     r.engine_ceiling_shape = shape->text();
   }
 }

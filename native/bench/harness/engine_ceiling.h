@@ -9,7 +9,8 @@
 //    points (harness/engine_shape.h) is measured once, while no transport holds an engine; every
 //    rate record of a softnic point then carries `engine_ceiling` (the median round, Mmsg/s) and
 //    `engine_ceiling_shape`. A shape whose measurement fails leaves its records without the field
-//    (the reason goes to stderr), so the report says the ceiling was not measured.
+//    (the reason goes to stderr with the first point of that shape), so the report says the
+//    ceiling was not measured.
 #pragma once
 
 #include <cstdint>

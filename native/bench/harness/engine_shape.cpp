@@ -69,6 +69,16 @@ std::optional<EngineShape> engine_shape_of(const ExperimentSpec& e, const Params
     const uint32_t workers = value_or<uint32_t>(e, p, "workers", 1);
     qps = workers;  // each worker posts 8-byte inline writes on its own QP
     threads = value_or<uint32_t>(e, p, "nic_threads", workers);
+  } else if (x == "loaded_rtt" || x == "proxy_loaded_probe") {
+    // 8-byte inline puts. mini-gda: the probe's QP, the responder's, and one per bulk CTA when the
+    // queue is reserved; mini-proxy: one QP and one engine thread per worker.
+    const uint32_t bulk = value_or<uint32_t>(e, p, "bulk_ctas", 0);
+    if (t == Transport::mini_proxy) {
+      qps = value_or<uint32_t>(e, p, "workers", 2);
+      threads = static_cast<uint32_t>(qps);
+    } else {
+      qps = 2 + (value_or<std::string>(e, p, "queue", "reserved") == "reserved" ? bulk : 0);
+    }
   } else if (x == "soak") {
     // target rings: mini-proxy's workers post 8-byte inline writes, one QP each; target engine
     // executes atomics, a shape the ceiling does not measure.

@@ -74,6 +74,14 @@ void shapes() {
                    proxy, NicBackend::softnic_cpu)) == "inline 8 B, 4 QPs, 1 engine thread");
   CHECK(!shape("proxy_one_op", params({{"mode", std::string("issue")}}), proxy, NicBackend::softnic_cpu),
         "one-op modes have no rate record");
+  // loaded_rtt and proxy_loaded_probe: 8-byte inline puts on the probe's, the responder's and (reserved)
+  // every bulk CTA's QP; mini-proxy one QP and engine thread per worker.
+  CHECK(text(shape("loaded_rtt", params({{"bulk_ctas", 16LL}}), gda, NicBackend::softnic_gpu)) == "inline 8 B, 16 QPs",
+        "18 QPs, class 16");
+  CHECK(text(shape("loaded_rtt", params({{"bulk_ctas", 64LL}, {"queue", std::string("shared")}}), gda,
+                   NicBackend::softnic_gpu)) == "inline 8 B, 2 QPs");
+  CHECK(text(shape("proxy_loaded_probe", params({{"workers", 1LL}}), proxy, NicBackend::softnic_cpu)) ==
+        "inline 8 B, 1 QP, 1 engine thread");
   // soak: the rings target (mini-proxy's 8-byte writes); the engine target's atomics are not a shape.
   CHECK(text(shape("soak", params({{"target", std::string("rings")}, {"workers", 2LL}}), proxy,
                    NicBackend::softnic_cpu)) == "inline 8 B, 2 QPs, 1 engine thread");
