@@ -120,8 +120,13 @@ def test_every_experiment_declares_what_its_sweeps_use():
 
 def test_points_resolve_transport_and_backend_from_the_declarations():
     goodput = load_experiment(REPO / "config/experiments/goodput.yaml")
-    by_transport = {p.transport: p.nic_backend for p in goodput.points()}
+    # Points that name no NIC backend get their transport's default; swept ones keep theirs.
+    by_transport = {
+        p.transport: p.nic_backend for p in goodput.points() if "nic_backend" not in p.params
+    }
     assert by_transport == {"mini-gda": "softnic-gpu", "mini-proxy": "softnic-cpu"}
+    swept = {p.nic_backend for p in goodput.points() if "nic_backend" in p.params}
+    assert swept == {"softnic-gpu-same"}
     timer = load_experiment(REPO / "config/experiments/timer_selfcheck.yaml").points()[0]
     assert (timer.transport, timer.nic_backend) == ("none", "none")
     engine = load_experiment(REPO / "config/experiments/engine_ceiling.yaml").points()[0]

@@ -7,8 +7,9 @@
 #
 #   OUT=/some/dir tools/device-ceiling.sh      (GICOMM_DEVICE_BUILD: the build folder, default build/device)
 #
-# Expected on one H200 (16 cores): configure and build of three drivers ~150 s, measurements ~70 s;
-# hard bound: every step has its own timeout and no step starts after TOTAL_S (default 420) s.
+# Expected on one H200 (16 cores): configure and build of three drivers ~120 s (a fresh build folder),
+# measurements ~70 s (two GPUs: ~120 s); hard bound: every step has its own timeout and no step
+# starts after TOTAL_S (default 540) s.
 # Writes under $OUT/ceiling/ (four files):
 #   summary.txt    every rate beside its engine ceiling (ratio, model-NIC bound or not), the
 #                  ceilings per shape, then every step's exit status
@@ -23,7 +24,7 @@ set -u
 cd "$(dirname "$0")/.."
 OUT_DIR=${OUT:-$PWD/device-out}/ceiling
 BUILD=${GICOMM_DEVICE_BUILD:-build/device}
-TOTAL_S=${TOTAL_S:-420}
+TOTAL_S=${TOTAL_S:-540}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUT_DIR"
 LOGS=$(mktemp -d)
@@ -65,7 +66,7 @@ nvidia-smi -q -d CLOCK > "$LOGS/clocks-before.txt" 2>&1
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
 step configure 120 cmake -S native -B "$BUILD" -DGICOMM_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release
-step build 300 cmake --build "$BUILD" -j "$(nproc)" --target gicomm-bench-engine gicomm-bench-gda \
+step build 360 cmake --build "$BUILD" -j "$(nproc)" --target gicomm-bench-engine gicomm-bench-gda \
   gicomm-bench-goodput test_bench_engine_ceiling
 step host_test 60 "$BUILD/bin/test_bench_engine_ceiling"
 
@@ -117,7 +118,7 @@ drive goodput-proxy gicomm-bench-goodput goodput "$WORK/gp-proxy.points"
 
 nvidia-smi -q -d CLOCK > "$LOGS/clocks-after.txt" 2>&1
 cat "$WORK"/*.jsonl > "$OUT_DIR/records.jsonl" 2>/dev/null
-python3 tools/ceiling_summary.py "$OUT_DIR/records.jsonl" > "$OUT_DIR/summary.txt" 2>&1
+${PYTHON:-python3} tools/ceiling_summary.py "$OUT_DIR/records.jsonl" > "$OUT_DIR/summary.txt" 2>&1
 { echo; echo "steps:"; cat "$STEPS"; } >> "$OUT_DIR/summary.txt"
 tar -czf "$OUT_DIR/logs.tar.gz" -C "$LOGS" .
 rm -rf "$LOGS" "$WORK"
