@@ -126,3 +126,20 @@ def test_one_gpu_measures_the_same_gpu_engine_points():
         exp = load_experiment(REPO / f"config/experiments/{name}.yaml")
         gpus = {p.nic_backend: exp.needs_of(p)["gpus"] for p in exp.points("reduced")}
         assert gpus["softnic-gpu-same"] == 1 and gpus["softnic-gpu"] == 2, (name, gpus)
+
+
+def test_the_device_summary_flags_a_softnic_rate_without_its_ceiling(tmp_path: Path):
+    # tools/ceiling_summary.py, run after the device script: rate beside ceiling, and exit 1 when a
+    # softnic rate record came back without one.
+    import sys
+
+    near = rate_records(14.0, 20.0, point_id="near")[0]
+    bare = rate_records(1.0, None, point_id="bare")[0]
+    for records, code, text in (([near], 0, "yes"), ([near, bare], 1, "MISSING")):
+        path = write_jsonl(tmp_path / f"{code}.jsonl", records)
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "tools/ceiling_summary.py"), str(path)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        assert text in proc.stdout
