@@ -329,7 +329,7 @@ def test_the_points_file_has_the_contract_shape(tmp_path: Path):
     assert set(rec["params"]) == {"behave", "size"}
 
 
-def test_each_nic_backend_gets_its_own_driver_process(tmp_path: Path):
+def test_each_point_is_measured_on_its_own_nic_backend(tmp_path: Path):
     e = experiment(["a"])
     e.sweeps["full"][0]["nic_backend"] = ["softnic-cpu", "none"]
     job = make_job(tmp_path, e)
