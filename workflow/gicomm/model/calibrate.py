@@ -119,7 +119,7 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
     src["paths.gdaki.latency"] = (
         _src("gdaki.issue") + "; " + _src("gdaki.completion") + "; " + _src("gdaki.rtt")
     )
-    src["paths.gdaki.queue_depth"] = "NCCL_GIN_GDAKI_QP_DEPTH default 128 (REFERENCE.md 1.3)"
+    src["paths.gdaki.queue_depth"] = "NCCL_GIN_GDAKI_QP_DEPTH default 128 (NCCL 2.28 GIN GDAKI)"
     # mini-proxy (tuned): enqueue is one posted 16 B store; workers fit per clock state
     t0: dict[str, float] = {}
     tper: dict[str, float] = {}
