@@ -1,6 +1,5 @@
 """Calibration: paper inputs reproduced; known parameters recovered from records."""
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +19,8 @@ from gicomm.model.calibrate import (
 from gicomm.model.paper import CALIBRATE, VALIDATE, check_tables
 from gicomm.model.parameters import ModelParams, apply_platform
 
-# The paper's tables as CSV files (not in this repository): set GICOMM_PAPER_TABLES to their folder.
-TABLES = Path(os.environ.get("GICOMM_PAPER_TABLES", "/nonexistent"))
+# The paper's typed tables, bundled with the report (report/paper/).
+TABLES = Path(__file__).resolve().parents[1] / "report" / "paper"
 
 
 def _record(transport, metric, p50, unit, **params):
@@ -52,9 +51,6 @@ def test_calibration_and_validation_numbers_are_disjoint():
     assert not sources & {n.source for n in VALIDATE.values()}
 
 
-@pytest.mark.skipif(
-    not TABLES.exists(), reason="GICOMM_PAPER_TABLES names no folder of the paper's tables"
-)
 def test_transcription_matches_paper_tables():
     assert check_tables(TABLES) == []
 
