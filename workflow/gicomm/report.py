@@ -44,6 +44,7 @@ from gicomm.columns import PARAM_PREFIX, SERIES_KEYS, as_text, param_columns, pa
 from gicomm.fsutil import write_atomic
 from gicomm.intervals import point_intervals
 from gicomm.labels import model_nic_bound
+from gicomm.layout import REPORT_INDEX
 from gicomm.tables import NOTE, OURS, RUNS, SOURCE, WHERE, column_title
 from gicomm.yamlio import load_yaml
 
@@ -321,8 +322,8 @@ def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
             f"profiles/local --config campaign={campaign}"
         )
     cmds.append(
-        f".venv/bin/snakemake --profile profiles/local --forcerun aggregate_runs "
-        f"results/{campaign}/report/index.html"
+        ".venv/bin/snakemake --profile profiles/local --forcerun aggregate_runs "
+        + REPORT_INDEX.format(campaign=campaign)
     )
     return cmds
 
