@@ -35,6 +35,11 @@ warmup: 0
 iters: 1
 metrics: [issue_ns]
 points_per_job: 8
+params:
+  transport: {values: [mini-gda], default: mini-gda, doc: what the stand-in says it measured}
+  nic_backend: {values: [softnic-cpu], default: softnic-cpu, doc: what the stand-in says served it}
+  behave: {type: string, values: [slow, wait, ok], default: ok, doc: how the stand-in behaves}
+  size: {type: integer, min: 1, max: 4, default: 1, doc: a swept value}
 sweep:
   - {behave: [slow], size: [1, 2, 3, 4]}
 """
