@@ -88,7 +88,7 @@ def batch(tree: Path, campaign: str, experiment: str, run: int = 0) -> dict[str,
 
 
 def test_changed_timeouts_or_forcerun_measure_again_and_keep_history(tree: Path):
-    """The issue's reproducer: a campaign whose 1 ms wait fails its points, run again with 2000 ms
+    """A campaign whose 1 ms wait fails its points, run again with 2000 ms
     and --forcerun bench_batch, measures them again. (The stand-in driver fails a point whose wait
     is under 10 ms, so the first run fails whatever the machine's load; engine_ceiling rides along
     for a native driver's log.)"""
