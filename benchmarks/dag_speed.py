@@ -9,7 +9,7 @@ with the full sweep through the slurm profile, from the repository root, as a us
 
 (--forceall: every job of the sweep, whatever results already exist) and prints, per platform: the
 wall time of that command (Python start, workflow parse, config and platform validation, sweep
-expansion, DAG build and the dry-run listing; the issue's target is under 10 s), the sweep size
+expansion, DAG build and the dry-run listing; the target is under 10 s), the sweep size
 (points, and point-runs = points x independent process runs), the Snakemake jobs, the Slurm jobs
 that would be submitted (jobs of non-local rules, every group job counted once), and Slurm jobs per
 1,000 point-runs.

@@ -1,4 +1,4 @@
-"""Simulation speed of the performance model (issue 9): simulated operations per second, one core.
+"""Simulation speed of the performance model: simulated operations per second, one core.
 
 Usage: .venv/bin/python benchmarks/model_speed.py [--reuse-cache] [--msgs N]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reliability soak: the softnic cpu engine and the mini-proxy rings, with producer processes killed
-(SIGKILL) and restarted at random, must lose and duplicate nothing (issue 10, item 6; docs/soak.md).
+(SIGKILL) and restarted at random, must lose and duplicate nothing (docs/soak.md).
 
 For each target (engine, rings) this runs gicomm-bench-soak with the point of
 config/experiments/soak.yaml (duration_s replaced by --duration), into a campaign

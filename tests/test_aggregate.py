@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import make_record
 
-from gicomm.aggregate import bootstrap_median_ci, summarize_runs, transport_ratios
+from gicomm.aggregate import summarize_runs, transport_ratios
 from gicomm.fits import (
     clock_fit,
     clock_fits,
@@ -17,6 +17,7 @@ from gicomm.fits import (
     linear_slope,
     plateau_power_fit,
 )
+from gicomm.intervals import t_interval
 from gicomm.tidy import tidy_frame
 
 
@@ -36,7 +37,10 @@ def test_summary_is_median_over_runs_with_spread_and_p99():
     assert row["p50"] == 720.0
     assert (row["p50_min"], row["p50_max"]) == (700.0, 1000.0)
     assert row["p99"] == 1440.0 and row["p99_max"] == 2000.0
-    assert 700.0 <= row["p50_ci_lo"] <= row["p50"] <= row["p50_ci_hi"] <= 1000.0
+    # The verdicts' interval: Student's t over the per-run p50s (wider than their range at 3 runs).
+    lo, hi = t_interval([700.0, 720.0, 1000.0])
+    assert (row["p50_ci_lo"], row["p50_ci_hi"]) == pytest.approx((lo, hi))
+    assert row["p50_ci_lo"] < 700.0 and row["p50_ci_hi"] > 1000.0
     assert row["n_samples_total"] == 30
 
 
@@ -65,11 +69,11 @@ def test_a_retried_point_counts_once_per_run():
     assert s.iloc[0]["runs"] == 2
 
 
-def test_bootstrap_interval_degenerates_to_range_below_three_runs():
-    assert bootstrap_median_ci([1.0, 3.0]) == (1.0, 3.0)
-    lo, hi = bootstrap_median_ci([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert 1.0 <= lo <= 3.0 <= hi <= 100.0
-    assert all(math.isnan(v) for v in bootstrap_median_ci([]))
+def test_one_run_has_no_interval_and_agreeing_runs_a_narrow_one():
+    one = summarize_runs(tidy_frame(_runs([5.0]))).iloc[0]
+    assert math.isnan(one["p50_ci_lo"]) and math.isnan(one["p50_ci_hi"])
+    five = summarize_runs(tidy_frame(_runs([100.0, 101.0, 99.0, 100.5, 99.5]))).iloc[0]
+    assert 98.0 < five["p50_ci_lo"] < 100.0 < five["p50_ci_hi"] < 102.0
 
 
 def test_ratios_pair_transports_within_each_run():

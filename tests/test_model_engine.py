@@ -1,4 +1,4 @@
-"""Invariants of the discrete-event engine (issue 9). Small runs: the whole file takes seconds
+"""Invariants of the discrete-event engine. Small runs: the whole file takes seconds
 once numba's cache is warm."""
 
 import numpy as np

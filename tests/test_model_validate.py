@@ -1,4 +1,4 @@
-"""Validation (issue 9): paper-calibrated model against the paper's other numbers."""
+"""Validation: paper-calibrated model against the paper's other numbers."""
 
 import pytest
 

@@ -25,7 +25,7 @@ INTEGRATED = importlib.util.find_spec("gicomm.slurm") is not None
 needs_spine = pytest.mark.skipif(
     not INTEGRATED,
     reason="the spine does not yet take Slurm resources from the platform file "
-    "(gicomm.slurm and the rules' `resources: **platform_resources(...)`, issue 7 report)",
+    "(gicomm.slurm and the rules' `resources: **platform_resources(...)`)",
 )
 
 

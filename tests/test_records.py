@@ -52,6 +52,16 @@ def test_version_1_records_are_read_as_version_2(tmp_path: Path):
     assert (r["transport"], r["nic_backend"]) == ("mini-gda", "softnic-cpu")
 
 
+def test_version_1_backend_spelling_leaves_params(tmp_path: Path):
+    # The first drivers echoed the NIC backend as params.backend (archived h200x2-2026-11-30).
+    v1 = make_record(params={"backend": "softnic-cpu", "size": 8})
+    (r,) = iter_records(write_jsonl(tmp_path / "a.jsonl", [v1]))
+    assert r["params"] == {"size": 8}
+    bad = make_record(params={"backend": "softnic-gpu", "size": 8})
+    with pytest.raises(RecordError, match="params.backend 'softnic-gpu' differs from nic_backend"):
+        list(iter_records(write_jsonl(tmp_path / "b.jsonl", [bad])))
+
+
 def test_a_version_1_record_naming_two_transports_is_refused(tmp_path: Path):
     v1 = make_record(params={"transport": "mini-proxy", "size": 8})
     p = write_jsonl(tmp_path / "a.jsonl", [v1])

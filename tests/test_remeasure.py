@@ -35,6 +35,11 @@ warmup: 0
 iters: 1
 metrics: [issue_ns]
 points_per_job: 8
+params:
+  transport: {values: [mini-gda], default: mini-gda, doc: what the stand-in says it measured}
+  nic_backend: {values: [softnic-cpu], default: softnic-cpu, doc: what the stand-in says served it}
+  behave: {type: string, values: [slow, wait, ok], default: ok, doc: how the stand-in behaves}
+  size: {type: integer, min: 1, max: 4, default: 1, doc: a swept value}
 sweep:
   - {behave: [slow], size: [1, 2, 3, 4]}
 """
@@ -83,7 +88,7 @@ def batch(tree: Path, campaign: str, experiment: str, run: int = 0) -> dict[str,
 
 
 def test_changed_timeouts_or_forcerun_measure_again_and_keep_history(tree: Path):
-    """The issue's reproducer: a campaign whose 1 ms wait fails its points, run again with 2000 ms
+    """A campaign whose 1 ms wait fails its points, run again with 2000 ms
     and --forcerun bench_batch, measures them again. (The stand-in driver fails a point whose wait
     is under 10 ms, so the first run fails whatever the machine's load; engine_ceiling rides along
     for a native driver's log.)"""

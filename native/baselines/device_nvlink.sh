@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the NVLink experiments (issue 6) on a two-GPU machine with no network:
+# One device call for the NVLink experiments (nvlink_dissection, nvlink_put_size) on a two-GPU machine with no network:
 # record the clocks and topology, find NVSHMEM and NCCL in the image's pip packages, build the three
 # drivers, run every point of each experiment in RUNS independent process runs, and leave records
 # and evidence under $OUT (at most 8 files: <experiment>-run<r>.jsonl, evidence.txt, logs.txt).

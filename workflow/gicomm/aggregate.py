@@ -5,7 +5,8 @@ Output tables (results/<campaign>/aggregate/):
 
 - summary.csv: one row per (campaign, host, experiment, transport, NIC backend, CPU clock state,
   sweep point, metric): the median over runs of the per-run p50 and p99, their min and max over
-  runs, and a bootstrap 95% interval of the median p50 when there are at least three runs.
+  runs, and the 95% Student-t interval of the per-run p50s (gicomm.intervals, as the verdicts use;
+  empty with fewer than two runs).
 - ratios.csv: for every pair of transports measured at the same point in the same process run,
   the per-run ratio of their p50, then its median, min and max over runs.
 
@@ -14,8 +15,6 @@ Only records with status ok are aggregated; a metric that is absent simply has n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pandas as pd
 
@@ -23,34 +22,13 @@ from gicomm.columns import (
     RATIO_COLUMNS,
     SERIES_KEYS,
     SUMMARY_STATS,
-    param_columns_of,
-    param_name,
+    key_text,
+    observed_columns,
+    param_columns,
 )
+from gicomm.intervals import t_interval
 
-# The series and statistic columns (one home: gicomm.columns); KEYS is the old name of the series.
-KEYS = SERIES_KEYS
-BOOTSTRAP_RESAMPLES = 2000
 REAL_NIC_BACKENDS = ("mlx5", "verbs")
-
-
-# Parameters a driver echoes back with what it observed (worker cores, clock readings, mean chain
-# length, the goodput reference): they describe a run, they do not name a sweep point.
-OBSERVED_PARAMS = ("mean_chain", "worker_cpus", "cpu_clock_source", "link_ref", "msgs_total")
-OBSERVED_PREFIXES = ("cpu_mhz", "observed_")
-
-
-def is_observed(column: str) -> bool:
-    name = param_name(column)
-    return name in OBSERVED_PARAMS or name.startswith(OBSERVED_PREFIXES)
-
-
-def param_columns(df: pd.DataFrame) -> list[str]:
-    """The sweep parameters (param_ columns), observed values excluded."""
-    return [c for c in param_columns_of(df.columns) if not is_observed(c)]
-
-
-def observed_columns(df: pd.DataFrame) -> list[str]:
-    return [c for c in param_columns_of(df.columns) if is_observed(c)]
 
 
 def ok_records(df: pd.DataFrame) -> pd.DataFrame:
@@ -68,47 +46,16 @@ def ok_records(df: pd.DataFrame) -> pd.DataFrame:
     return ok
 
 
-def bootstrap_median_ci(
-    values: Sequence[float], level: float = 0.95, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the median of `values` (one value per process run).
-    With fewer than three runs it degenerates to (min, max), which is what is reported."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (float("nan"), float("nan"))
-    if v.size < 3:
-        return (float(v.min()), float(v.max()))
-    rng = np.random.default_rng(seed)
-    draws = rng.choice(v, size=(BOOTSTRAP_RESAMPLES, v.size), replace=True)
-    medians = np.median(draws, axis=1)
-    alpha = (1.0 - level) / 2.0
-    return (float(np.quantile(medians, alpha)), float(np.quantile(medians, 1.0 - alpha)))
-
-
 def _group_keys(df: pd.DataFrame) -> list[str]:
-    return [k for k in KEYS if k in df.columns] + param_columns(df)
+    return [k for k in SERIES_KEYS if k in df.columns] + param_columns(df)
 
 
 def _stringify_keys(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Group keys as strings ('' for missing) so NaN never splits or drops a group."""
     out = df.copy()
     for k in keys:
-        out[k] = out[k].map(_key_str)
+        out[k] = out[k].map(key_text)
     return out
-
-
-def as_text(df: pd.DataFrame) -> pd.DataFrame:
-    """Every cell as text ('' for missing, 8 for 8.0): keys that never drop or split a row."""
-    return df.apply(lambda col: col.map(_key_str))
-
-
-def _key_str(v: object) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-        return ""
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return str(v)
 
 
 def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
@@ -125,7 +72,7 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
         per_run = g.groupby("run_index").agg(
             p50=("p50", "median"), p99=("p99", "median"), n=("n", "sum")
         )
-        lo, hi = bootstrap_median_ci(per_run["p50"].to_numpy())
+        lo, hi = t_interval(per_run["p50"].to_numpy())
         clocks = _numeric(g, "sm_clock_mhz")
         cpu = _numeric(g, "cpu_clock_mhz")
         ceiling = _numeric(g, "engine_ceiling")

@@ -27,6 +27,7 @@ from gicomm.claims import (
     load_claims,
 )
 from gicomm.config import available_experiments
+from gicomm.layout import CLAIMS, REPORT_INDEX
 
 EXIT = {
     REPRODUCED: 0,
@@ -56,25 +57,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.claim}: not measurable here: no experiment of this repository measures it")
         return EXIT["not measurable here"]
     campaign = f"claim-{args.claim}"
+    index = REPORT_INDEX.format(campaign=campaign)
     names = "[" + ",".join(f'"{e}"' for e in experiments) + "]"
     argv_smk = [
         sys.executable, "-m", "snakemake", "--profile", args.profile, "--cores", args.cores,
         "--config", f"campaign={campaign}", f"experiments={names}", f"sweep={args.sweep}",
         f"runs={decide_settings()['min_runs']}",
-        "report={archived: []}", "--", f"results/{campaign}/claims/claims.csv",
-        f"results/{campaign}/report/index.html",
+        "report={archived: []}", "--", CLAIMS.format(campaign=campaign), index,
     ]  # fmt: skip
     print(f"{args.claim}: running {', '.join(experiments)} ({args.sweep} sweep) as {campaign}")
     if subprocess.run(argv_smk, cwd=REPO_ROOT, check=False).returncode != 0:
         return 2
-    row = pd.read_csv(REPO_ROOT / "results" / campaign / "claims" / "claims.csv").set_index("id")
+    row = pd.read_csv(REPO_ROOT / CLAIMS.format(campaign=campaign)).set_index("id")
     r = row.loc[args.claim]
     print(f"\n{args.claim}: {r['claim']}")
     print(f"  paper: {r['paper_value']} {r['paper_unit']} ({r['paper_platform']})")
     print(f"  this run: {r['measured_text'] if isinstance(r['measured_text'], str) else 'n/a'}")
     print(f"  runs: {int(r['runs'])} (95% interval {r['ci_lo']:.4g}..{r['ci_hi']:.4g})")
     print(f"  verdict: {r['verdict']} ({r['reason']})")
-    print(f"  report: results/{campaign}/report/index.html")
+    print(f"  report: {index}")
     return EXIT.get(str(r["verdict"]), 2)
 
 

@@ -30,6 +30,7 @@ import pandas as pd
 
 from gicomm import CONFIG_DIR, labels
 from gicomm.catalogue import PAPER_DIR, experiment_names
+from gicomm.columns import param_column
 from gicomm.errors import ConfigError
 from gicomm.fits import clock_fit, first_reaching, linear_slope, plateau_power_fit
 from gicomm.intervals import per_run_summaries, spread, t_interval
@@ -306,7 +307,7 @@ def _evaluate_fit(
             f"R2={fit.r2:.4f}, {fit.clocks} clocks)"
         )
         return Evaluation(v, text, _compare(v, check, paper), backend)
-    col = f"param_{check['x']}"
+    col = param_column(check["x"])
     if col not in rows:
         raise NotMeasurable(f"sweep parameter {check['x']!r} absent")
     x = pd.to_numeric(rows[col], errors="coerce")

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+import pandas as pd
+
 # Who measured what: a campaign's host and platform, the experiment, the point's transport and NIC
 # backend (its other parameters are the param_ columns).
 WHERE_COLUMNS = ["campaign", "host", "platform", "experiment", "transport", "nic_backend"]
@@ -62,5 +65,38 @@ def param_name(column: str) -> str:
 
 
 def param_columns_of(columns: Iterable[str]) -> list[str]:
-    """Every param_ column, sorted (observed values included; gicomm.aggregate tells them apart)."""
+    """Every param_ column, sorted (observed values included; `param_columns` leaves them out)."""
     return sorted(c for c in columns if c.startswith(PARAM_PREFIX))
+
+
+# Parameters a driver echoes back with what it observed (worker cores, clock readings, mean chain
+# length, the goodput reference): they describe a run, they do not name a sweep point.
+OBSERVED_PARAMS = ("mean_chain", "worker_cpus", "cpu_clock_source", "link_ref", "msgs_total")
+OBSERVED_PREFIXES = ("cpu_mhz", "observed_")
+
+
+def is_observed(column: str) -> bool:
+    name = param_name(column)
+    return name in OBSERVED_PARAMS or name.startswith(OBSERVED_PREFIXES)
+
+
+def param_columns(df: pd.DataFrame) -> list[str]:
+    """The sweep parameters (param_ columns), observed values excluded."""
+    return [c for c in param_columns_of(df.columns) if not is_observed(c)]
+
+
+def observed_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in param_columns_of(df.columns) if is_observed(c)]
+
+
+def as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """Every cell as text ('' for missing, 8 for 8.0): keys that never drop or split a row."""
+    return df.apply(lambda col: col.map(key_text))
+
+
+def key_text(v: object) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)

@@ -18,8 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from gicomm.aggregate import param_columns
-from gicomm.columns import SERIES_KEYS, param_column, param_name
+from gicomm.columns import SERIES_KEYS, param_column, param_columns, param_name
 
 MIN_CLOCKS = 3  # distinct SM clocks needed before a clock fit means anything
 # Names a driver may give the locked SM clock it swept (the fit uses the measured clock itself).

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from gicomm.aggregate import KEYS, as_text, param_columns
+from gicomm.columns import PARAM_PREFIX, SERIES_KEYS, as_text, param_columns
 
 # Two-sided 95% quantiles of Student's t (t_0.975) by degrees of freedom; 1.96 beyond.
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
@@ -59,7 +59,7 @@ def per_run_summaries(
     d = d[(d["status"] == "ok") & d["p50"].notna()] if "status" in d else d
     if d.empty:
         return {}
-    keys = [k for k in KEYS if k in d] + param_columns(d)
+    keys = [k for k in SERIES_KEYS if k in d] + param_columns(d)
     t = d.copy()
     t[keys] = as_text(t[keys])
     clocks = "sm_clock_mhz" if "sm_clock_mhz" in t else "p50"
@@ -73,7 +73,7 @@ def per_run_summaries(
         num = pd.to_numeric(nonempty, errors="coerce")
         g[k] = (
             pd.to_numeric(g[k].replace("", np.nan), errors="coerce")
-            if not nonempty.empty and num.notna().all() and k.startswith("param_")
+            if not nonempty.empty and num.notna().all() and k.startswith(PARAM_PREFIX)
             else g[k].replace("", np.nan)
         )
     g["runs"] = 1
@@ -87,7 +87,7 @@ def point_intervals(records: pd.DataFrame) -> pd.DataFrame:
     if not runs:
         return pd.DataFrame()
     long = pd.concat([s.assign(_run=r) for r, s in runs.items()], ignore_index=True)
-    keys = [k for k in KEYS if k in long] + param_columns(long)
+    keys = [k for k in SERIES_KEYS if k in long] + param_columns(long)
     rows = []
     for key, g in long.groupby(keys, dropna=False, sort=False):
         lo, hi = t_interval(g["p50"])

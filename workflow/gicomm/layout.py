@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,14 +39,33 @@ RAW_BATCH = "results/{campaign}/raw/" + BATCH + ".jsonl"
 PARTIAL_BATCH = "results/{campaign}/partial/" + BATCH + ".jsonl"
 HISTORY_BATCH = "results/{campaign}/history/" + BATCH
 BENCH_LOG = "results/{campaign}/logs/bench/" + BATCH + ".log"
+PROBE_LOG = "results/{campaign}/logs/probe/{host}.log"
+# An upstream tool's log of one run, the records parsed from it, and the parser's own log.
+UPSTREAM_RUN = "{experiment}/{host}/run{run}/{tool}"
+UPSTREAM_LOG = "results/{campaign}/upstream/" + UPSTREAM_RUN + ".log"
+UPSTREAM_RAW = "results/{campaign}/raw/{experiment}/{host}/run{run}/upstream-{tool}.jsonl"
+UPSTREAM_PARSE_LOG = "results/{campaign}/logs/upstream/" + UPSTREAM_RUN + ".log"
+BASELINE_MANIFEST = "build/baselines/{source}/manifest.json"
+BASELINE_LOG = "build/baselines/{source}.log"
 TIDY_RECORDS = "results/{campaign}/tidy/records.csv"
+NVLINK_TABLE = "results/{campaign}/tidy/nvlink_dissection.csv"  # the NVLink dissection's table
 SUMMARY = "results/{campaign}/aggregate/summary.csv"
 RATIOS = "results/{campaign}/aggregate/ratios.csv"
 CLOCK_FITS = "results/{campaign}/aggregate/clock_fits.csv"
 REPORT_INDEX = "results/{campaign}/report/index.html"
 EXPORT_ZIP = "results/{campaign}/export/{campaign}-report.zip"
+CLAIMS = "results/{campaign}/claims/claims.csv"
+CAMPAIGN_LOG = "results/{campaign}/logs/{name}.log"
+# The report's figures ({name}: an experiment; paper/<figure id>; model/<model figure>) and tables.
+REPORT_FIGURE = "results/{campaign}/report/figures/{name}.{ext}"
+PAPER_FIGURE = "results/{campaign}/report/figures/paper/{name}.{ext}"
+MODEL_FIGURE = "results/{campaign}/report/figures/model/{name}.{ext}"
+REPORT_TABLE = "results/{campaign}/report/tables/{name}.csv"
+FIGURE_FORMATS = ("png", "svg")
 COMBINED_RECORDS = "results/combined/records.csv"
+COMBINED_LOG = "results/combined/logs/combine.log"
 COMBINED_REPORT = "results/{campaign}/report/combined/index.html"  # beside the configured campaign
+COMBINED_FIGURE = "results/{campaign}/report/combined/figures/{name}.{ext}"
 # Every job of the local profile takes one share of the host (profiles/local/profile.yaml declares
 # this many); a timing job that measures here takes them all, so it never runs beside another job.
 HOST_SHARES = 100
@@ -56,11 +76,36 @@ _RAW_PATH = re.compile(
 )
 NATIVE_SOURCE_SUFFIXES = {".h", ".hpp", ".cuh", ".c", ".cc", ".cpp", ".cu", ".cmake", ".in"}
 # The performance model's outputs per campaign (workflow/rules/model.smk; the validation and the
-# platform's predictions are made once, under results/model/).
+# platform's predictions are made once, under results/model/, and every computed table is kept by
+# its inputs in the store).
+MODEL_DIR = "results/{campaign}/model/"
 MODEL_OUTPUTS = ("params.json", "calibration.csv", "beside_measured.csv")
+MODEL_PARAMS, MODEL_CALIBRATION, MODEL_BESIDE = (MODEL_DIR + f for f in MODEL_OUTPUTS)
+MODEL_VALIDATION = "results/model/validation.csv"
+MODEL_PREDICTIONS = "results/model/{platform}/predictions.csv"
+MODEL_STORE = "results/model/store"
+MODEL_LOG = "results/model/logs/{name}.log"
 # ... and its figures in the campaign's report (gicomm.model.figures.FIGURES draws them).
 MODEL_FIGURES = ("model_validation", "model_beside_measured", "model_predictions")
 ARCHIVE = RESULTS / "archive"
+
+
+class _Wildcards(dict[str, object]):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def fill(pattern: str, **values: object) -> str:
+    """`pattern` with the given fields filled in and every other field left as a Snakemake
+    wildcard: fill(REPORT_TABLE, name="t3") is "results/{campaign}/report/tables/t3.csv"."""
+    return pattern.format_map(_Wildcards(values))
+
+
+def figure_files(pattern: str, campaign: str, names: Iterable[str]) -> list[str]:
+    """Each figure of `names` in every format, by one of the figure patterns above."""
+    return [
+        pattern.format(campaign=campaign, name=n, ext=ext) for n in names for ext in FIGURE_FORMATS
+    ]
 
 
 @dataclass(frozen=True)
@@ -202,13 +247,6 @@ class Layout:
             return sorted(p.name for p in raw.iterdir() if p.is_dir())
         return sorted(self.c.experiments)
 
-    def figure_files(self, campaign: str) -> list[str]:
-        return [
-            f"results/{campaign}/report/figures/{e}.{ext}"
-            for e in self.experiments_of(campaign)
-            for ext in ("png", "svg")
-        ]
-
     def native_sources(self) -> list[str]:
         """The files a native build depends on (sources and CMake files, not notes or scripts)."""
         native = self.root / "native"
@@ -235,9 +273,9 @@ class Layout:
         targets = self.raw_files(self.c.name)
         for c in self.reported_campaigns():
             targets.append(EXPORT_ZIP.format(campaign=c))
-            targets += [f"results/{c}/model/{f}" for f in MODEL_OUTPUTS]
+            targets += [MODEL_DIR.format(campaign=c) + f for f in MODEL_OUTPUTS]
             if "nvlink_dissection" in self.experiments_of(c):
-                targets.append(f"results/{c}/tidy/nvlink_dissection.csv")
+                targets.append(NVLINK_TABLE.format(campaign=c))
         return [*targets, COMBINED_RECORDS, COMBINED_REPORT.format(campaign=self.c.name)]
 
     def describe(self) -> dict[str, Any]:

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 
-from gicomm.aggregate import is_observed, param_columns
 from gicomm.catalogue import CATALOGUE, FIGURES, FigureSpec, Panel, value_label
+from gicomm.columns import PARAM_PREFIX, param_column, param_columns, param_name
 from gicomm.fits import MIN_CLOCKS, clock_fit, plateau_power_fit
 from gicomm.labels import (
     BOUND_TEXT,
@@ -44,7 +44,6 @@ from gicomm.select import clock_states, match_rows
 from gicomm.status import why_not_measured
 
 MAX_SERIES = 8  # more measured series than this in one panel: other parameters are fixed
-IDS = ("param_transport", "param_nic_backend", "param_backend")  # ids some drivers echo as params
 PAPER_COLOR = "black"
 MODEL_COLOR = "#7a4ea3"
 LEGEND_FONT = 6.5
@@ -69,7 +68,7 @@ def field(d: pd.DataFrame, name: str) -> pd.Series:
         return d["metric"].map({"registers_absent": "no code"}).fillna("dormant")
     if name in d:
         return d[name]
-    col = f"param_{name}"
+    col = param_column(name)
     return d[col] if col in d else pd.Series("", index=d.index)
 
 
@@ -119,11 +118,7 @@ def panel_rows(summary: pd.DataFrame, spec: FigureSpec, panel: Panel) -> pd.Data
 
 
 def _varying(d: pd.DataFrame, exclude: Sequence[str]) -> list[str]:
-    return [
-        c
-        for c in param_columns(d)
-        if c not in exclude and c not in IDS and not is_observed(c) and d[c].nunique() > 1
-    ]
+    return [c for c in param_columns(d) if c not in exclude and d[c].nunique() > 1]
 
 
 def fix_extra(
@@ -138,7 +133,7 @@ def fix_extra(
         counts = d[col].dropna().value_counts()
         value = counts.index[0]
         d = d[d[col] == value]
-        fixed.append(f"{col.removeprefix('param_')}={_text('', value).removeprefix('=')}")
+        fixed.append(f"{param_name(col)}={_text('', value).removeprefix('=')}")
     return d, extra, fixed
 
 
@@ -154,7 +149,7 @@ def series_names(d: pd.DataFrame, fields: Sequence[str], extra: Sequence[str]) -
     for name in fields:
         parts[name] = [_text(name, v) for v in field(d, name)]
     for col in extra:
-        name = col.removeprefix("param_")
+        name = param_name(col)
         parts[name] = [_text(name, v) for v in d[col]]
     provider = d["rdma_provider"] if "rdma_provider" in d else pd.Series(None, index=d.index)
     where = [short_backend(b, p) for b, p in zip(d["nic_backend"], provider, strict=True)]
@@ -175,7 +170,7 @@ def short_backend(backend: object, provider: object) -> str:
 def x_of(d: pd.DataFrame, panel: Panel) -> pd.Series:
     if panel.x.column:
         return pd.to_numeric(d[panel.x.column], errors="coerce")
-    col = f"param_{panel.x.param}"
+    col = param_column(panel.x.param)
     return pd.to_numeric(d[col], errors="coerce") if col in d else pd.Series(np.nan, index=d.index)
 
 
@@ -187,7 +182,7 @@ def model_rows(
     with the records' parameters), in the panel's unit."""
     if beside is None or beside.empty or records.empty or panel.kind != "lines":
         return pd.DataFrame()
-    params = [c for c in records.columns if c.startswith("param_")]
+    params = [c for c in records.columns if c.startswith(PARAM_PREFIX)]
     cols = ["experiment", "point_id", "metric", "cpu_clock_state", "sm_clock_mhz", *params]
     pts = records[[c for c in cols if c in records]].drop_duplicates(
         ["experiment", "point_id", "metric"]
@@ -262,8 +257,8 @@ def draw_lines(ax: plt.Axes, d: pd.DataFrame, panel: Panel) -> list[str]:
     """This campaign's series against x; returns notes for the figure."""
     notes: list[str] = []
     d = d.assign(x=x_of(d, panel)).dropna(subset=["x"])
-    keep = [f"param_{f}" for f in panel.series_by]
-    x = f"param_{panel.x.param}" if panel.x.param else None
+    keep = [param_column(f) for f in panel.series_by]
+    x = param_column(panel.x.param) if panel.x.param else None
     d, extra, fixed = fix_extra(d, keep, x, panel.max_series)
     if fixed:
         notes.append(f"{panel.title}: others fixed at {', '.join(fixed)}")

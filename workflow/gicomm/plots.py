@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from gicomm import CONFIG_DIR  # noqa: E402
-from gicomm.aggregate import param_columns  # noqa: E402
+from gicomm.columns import param_column, param_columns, param_name  # noqa: E402
 from gicomm.labels import KIND_NOTE, clock_text, display_unit, nic_kind  # noqa: E402
 from gicomm.status import why_not_measured  # noqa: E402
 from gicomm.yamlio import load_yaml  # noqa: E402
@@ -76,22 +76,15 @@ def display(d: pd.DataFrame) -> pd.DataFrame:
 def find_param(d: pd.DataFrame, *names: str) -> str | None:
     """The first of `names` that is a swept parameter of `d` (as a param_ column)."""
     for n in names:
-        col = f"param_{n}"
+        col = param_column(n)
         if col in d and d[col].notna().any():
             return col
     return None
 
 
-SHADOW_PARAMS = ("param_transport", "param_nic_backend")  # drivers may echo ids as params
-
-
 def varying_params(d: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
-    """Swept parameters that vary in `d` (ids echoed as params and observed values excluded)."""
-    return [
-        c
-        for c in param_columns(d)
-        if c not in exclude and c not in SHADOW_PARAMS and d[c].nunique(dropna=True) > 1
-    ]
+    """Swept parameters that vary in `d` (observed values excluded)."""
+    return [c for c in param_columns(d) if c not in exclude and d[c].nunique(dropna=True) > 1]
 
 
 def series_labels(d: pd.DataFrame, exclude: Sequence[str] = ()) -> pd.Series:
@@ -100,7 +93,7 @@ def series_labels(d: pd.DataFrame, exclude: Sequence[str] = ()) -> pd.Series:
     if d["nic_backend"].nunique() > 1:
         cols.append("nic_backend")
     states = "cpu_clock_state" in d and d["cpu_clock_state"].nunique() > 1
-    if states and "param_state" not in d:  # the proxy driver's state param says the same
+    if states and param_column("state") not in d:  # the proxy driver's state param says the same
         cols.append("cpu_clock_state")
     cols += varying_params(d, exclude)
     if "host" in d and d["host"].nunique() > 1:
@@ -112,7 +105,7 @@ def series_labels(d: pd.DataFrame, exclude: Sequence[str] = ()) -> pd.Series:
             v = row[c]
             if pd.isna(v):
                 continue
-            name = c.removeprefix("param_")
+            name = param_name(c)
             if isinstance(v, float) and v.is_integer():
                 v = int(v)
             parts.append(str(v) if c in ("transport", "nic_backend", "host") else f"{name}={v}")
@@ -139,7 +132,7 @@ def lines(ax: plt.Axes, d: pd.DataFrame, x: str, *, logx: bool = False, logy: bo
         ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel(x.removeprefix("param_"))
+    ax.set_xlabel(param_name(x))
     _legend(ax)
 
 
@@ -204,7 +197,7 @@ def focus(
         counts = d[col].dropna().value_counts()  # keep the value with the most points
         value = sorted(counts.index, key=lambda v: (-counts[v], _sort_key(v)))[0]
         d = d[d[col] == value]
-        fixed.append(f"{col.removeprefix('param_')}={value}")
+        fixed.append(f"{param_name(col)}={value}")
     return d, ("others fixed at " + ", ".join(fixed)) if fixed else ""
 
 
@@ -244,14 +237,14 @@ def metric_panels(
         dm = display(dm if col is None else dm[dm[col] == value])
         x = find_param(dm, *x_names) or (varying_params(dm) or [None])[0]
         numeric = x is not None and pd.to_numeric(dm[x], errors="coerce").notna().all()
-        dm, note = focus(dm, x, [c for c in (f"param_{k}" for k in keep) if c in dm])
+        dm, note = focus(dm, x, [c for c in (param_column(k) for k in keep) if c in dm])
         if numeric and dm[x].nunique() >= 2:
             lines(ax, dm, x, logx=logx, logy=logy)
         else:
             bars(ax, dm)
         ylabel(ax, dm, metric)
         if col is not None:
-            ax.set_title(f"{metric}, {col.removeprefix('param_')}={value}", fontsize=10)
+            ax.set_title(f"{metric}, {param_name(col)}={value}", fontsize=10)
         if note:
             ax.text(0.99, 0.01, note, transform=ax.transAxes, ha="right", va="bottom",
                     fontsize=6, color="gray")  # fmt: skip

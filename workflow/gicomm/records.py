@@ -6,8 +6,9 @@ last line (a process killed mid-write) is reported as such, so the caller can de
 point.
 
 Records of schema_version 1 (the archived campaigns) are read as version 2: version 1 repeated the
-point's transport and NIC backend inside `params`; version 2 keeps them top-level only. Every
-reader upgrades here, so nothing downstream keeps a list of keys to drop.
+point's transport and NIC backend inside `params` (the first drivers spelled the backend
+`backend`); version 2 keeps them top-level only. Every reader upgrades here, so nothing downstream
+keeps a list of keys to drop.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from gicomm.schema import describe, validator
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, SCHEMA_VERSION)
-# Point identity that version 1 echoed into params and version 2 keeps top-level only.
-POINT_FIELDS = ("transport", "nic_backend")
+# Point identity that version 1 echoed into params and version 2 keeps top-level only: the
+# params key and the top-level field it repeats.
+POINT_FIELDS = {"transport": "transport", "nic_backend": "nic_backend", "backend": "nic_backend"}
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,11 @@ def upgrade(record: dict[str, Any], where: str) -> dict[str, Any]:
     if record.get("schema_version") != 1 or not isinstance(record.get("params"), dict):
         return record
     params = dict(record["params"])
-    for k in POINT_FIELDS:
-        if k in params and k in record and str(params[k]) != str(record[k]):
+    for k, field in POINT_FIELDS.items():
+        if k in params and field in record and str(params[k]) != str(record[field]):
             raise RecordError(
-                f"{where}: params.{k} {params[k]!r} differs from {k} {record[k]!r}; a record "
-                "names one point"
+                f"{where}: params.{k} {params[k]!r} differs from {field} {record[field]!r}; a "
+                "record names one point"
             )
         params.pop(k, None)
     return {**record, "schema_version": SCHEMA_VERSION, "params": params}

@@ -31,7 +31,6 @@ import jinja2
 import pandas as pd
 
 from gicomm import CONFIG_DIR, REPO_ROOT, status
-from gicomm.aggregate import KEYS, as_text, param_columns
 from gicomm.catalogue import (
     CATALOGUE,
     FIGURES,
@@ -41,14 +40,15 @@ from gicomm.catalogue import (
     paper_place,
 )
 from gicomm.claims import VERDICTS, where_ran
+from gicomm.columns import PARAM_PREFIX, SERIES_KEYS, as_text, param_columns, param_name
 from gicomm.fsutil import write_atomic
 from gicomm.intervals import point_intervals
 from gicomm.labels import model_nic_bound
+from gicomm.layout import REPORT_INDEX
 from gicomm.tables import NOTE, OURS, RUNS, SOURCE, WHERE, column_title
 from gicomm.yamlio import load_yaml
 
 TEMPLATES = REPO_ROOT / "report" / "templates"
-ID_ECHOES = ("param_transport", "param_nic_backend", "param_backend")  # ids some drivers echo
 MAX_TABLE_ROWS = 1500  # longer sweeps are cut in the page (the CSVs carry every row)
 SWEEP_COLUMNS = ["transport", "nic_backend", "rdma_provider", "cpu_clock_state", "host", "metric",
                  "unit", "runs", "p50", "p50_min", "p50_max", "ci95_lo", "ci95_hi", "run_spread",
@@ -205,7 +205,7 @@ def with_intervals(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame
     iv = point_intervals(records)
     out = summary
     if not iv.empty:
-        keys = [k for k in [*KEYS, *param_columns(summary)] if k in summary and k in iv]
+        keys = [k for k in [*SERIES_KEYS, *param_columns(summary)] if k in summary and k in iv]
         left, right = as_text(summary[keys]), as_text(iv[keys])
         iv = pd.concat([right, iv.drop(columns=keys)], axis=1)
         out = pd.concat([summary.drop(columns=keys), left], axis=1).merge(iv, on=keys, how="left")
@@ -225,10 +225,10 @@ def sweep_table(summary: pd.DataFrame, name: str) -> str:
     )
     if d.empty:
         return frame_html(d)
-    params = [c for c in d.columns if c.startswith("param_")]
+    params = [c for c in d.columns if c.startswith(PARAM_PREFIX)]
     cols = [c for c in ["transport", "nic_backend", "cpu_clock_state"] if c in d]
     cols += params + [c for c in SWEEP_COLUMNS if c in d and c not in cols]
-    d = d[list(dict.fromkeys(cols))].rename(columns=lambda c: c.removeprefix("param_"))
+    d = d[list(dict.fromkeys(cols))].rename(columns=param_name)
     if len(d) > MAX_TABLE_ROWS:
         note = (f"<p>First {MAX_TABLE_ROWS} of {len(d)} rows; every row is in "
                 "<a href='../data/summary.csv'>summary.csv</a>.</p>")  # fmt: skip
@@ -322,8 +322,8 @@ def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
             f"profiles/local --config campaign={campaign}"
         )
     cmds.append(
-        f".venv/bin/snakemake --profile profiles/local --forcerun aggregate_runs "
-        f"results/{campaign}/report/index.html"
+        ".venv/bin/snakemake --profile profiles/local --forcerun aggregate_runs "
+        + REPORT_INDEX.format(campaign=campaign)
     )
     return cmds
 
@@ -494,13 +494,13 @@ def backend_table(summary: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     d = summary.copy()
     d["where"] = d["platform"].astype(str) + " " + where_ran(d).astype(str)
-    params = [c for c in param_columns(d) if c not in ID_ECHOES and d[c].notna().any()]
+    params = [c for c in param_columns(d) if d[c].notna().any()]
     keys = ["experiment", "transport", "metric", "unit", *params]
     d[keys] = as_text(d[keys])
     wide = d.pivot_table(index=keys, columns="where", values="p50", aggfunc="median")
     wide = wide[wide.notna().sum(axis=1) >= 2].reset_index()
     wide = wide.loc[:, (wide != "").any(axis=0)]
-    return wide.rename(columns=lambda c: str(c).removeprefix("param_"))
+    return wide.rename(columns=lambda c: param_name(str(c)))
 
 
 def platform_text(declared: str, hardware: list[dict[str, Any]]) -> str:

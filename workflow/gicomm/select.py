@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from gicomm.columns import param_column
+
 
 def as_list(v: Any) -> list[Any]:
     return list(v) if isinstance(v, list | tuple) else [v]
@@ -33,7 +35,7 @@ def same(a: Any, b: Any) -> bool:
 def clock_states(d: pd.DataFrame) -> pd.Series:
     """cold/warm of each row: the record's cpu_clock_state, else the driver's `state` param."""
     state = d["cpu_clock_state"].astype(object) if "cpu_clock_state" in d else None
-    param = d["param_state"].astype(object) if "param_state" in d else None
+    param = d[param_column("state")].astype(object) if param_column("state") in d else None
     if state is None and param is None:
         return pd.Series("", index=d.index)
     if state is None:
@@ -59,19 +61,19 @@ def match_rows(d: pd.DataFrame, sel: dict[str, Any], experiments: list[str]) -> 
     if "transport" in sel:
         d = d[d["transport"].astype(str).isin([str(t) for t in as_list(sel["transport"])])]
     for name, value in sel.get("params", {}).items():
-        col = f"param_{name}"
+        col = param_column(name)
         if col not in d:
             return d.iloc[0:0]
         d = d[_matches(d[col], value)]
     for name, value in sel.get("where_swept", {}).items():
-        col = f"param_{name}"
+        col = param_column(name)
         if col in d and d[col].notna().any():
             d = d[(d[col].isna() | _matches(d[col], value)).astype(bool)]
     state = sel.get("cpu_clock_state") or sel.get("state")
     if state and not d.empty:
         d = d[clock_states(d) == state]
     for key, pick in (("max_of", max), ("min_of", min)):
-        col = f"param_{sel[key]}" if key in sel else None
+        col = param_column(sel[key]) if key in sel else None
         if col and col in d and d[col].notna().any():
             values = pd.to_numeric(d[col], errors="coerce")
             d = d[values == pick(values.dropna())]

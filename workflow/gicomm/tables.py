@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gicomm.aggregate import is_observed, param_columns
 from gicomm.catalogue import TABLES, TableSpec, experiment_names, value_label
+from gicomm.columns import param_column, param_columns, param_name
 from gicomm.fits import MIN_CLOCKS
 from gicomm.labels import backend_text, clock_text, convert, convertible, model_nic_bound
 from gicomm.paper import paper_table
@@ -29,7 +29,6 @@ from gicomm.status import why_none
 SOURCE, WHERE, RUNS, NOTE = "source", "measured on", "runs", "note"
 OURS = "this campaign"
 BOUND_MARK = "\u2020"  # dagger: within 2x of the software NIC engine's ceiling for its shape
-IDS = ("param_transport", "param_nic_backend", "param_backend")
 # The unit of a paper column, from its name (the typed tables put units in column names).
 COLUMN_UNITS = (
     ("_us", "us"),
@@ -76,7 +75,7 @@ def _split_params(frames: list[pd.DataFrame], fixed: set[str]) -> list[str]:
     cols: list[str] = []
     for f in frames:
         for c in param_columns(f):
-            if c in fixed or c in IDS or is_observed(c) or c in cols:
+            if c in fixed or c in cols:
                 continue
             if f[c].nunique(dropna=True) > 1:
                 cols.append(c)
@@ -89,7 +88,7 @@ def _where(rows: pd.DataFrame, split: list[str]) -> str:
     clock = clock_text(rows["sm_clock_mhz"]) if "sm_clock_mhz" in rows else "SM clock n/a"
     parts = [where, clock]
     for c in split:
-        name = c.removeprefix("param_")
+        name = param_name(c)
         v = r[c]
         if pd.notna(v):
             v = int(v) if isinstance(v, float) and v.is_integer() else v
@@ -105,13 +104,13 @@ def our_rows(
     with a value per paper column it fills; or [] and why there is none."""
     default = experiment_names(spec.experiment)
     per_col: dict[str, pd.DataFrame] = {}
-    fixed = {f"param_{k}" for k in sel.get("params", {})}
+    fixed = {param_column(k) for k in sel.get("params", {})}
     for col, c in spec.columns.items():
         s = {**sel, "params": {**sel.get("params", {}), **c.get("params", {})}}
         s.setdefault("metric", c["metric"])
         if c.get("state"):
             s["state"] = c["state"]
-        fixed |= {f"param_{k}" for k in c.get("params", {})}
+        fixed |= {param_column(k) for k in c.get("params", {})}
         unit = column_unit(col)
         rows = match_rows(summary, s, default) if not summary.empty else summary
         if not rows.empty and unit:
@@ -122,7 +121,7 @@ def our_rows(
         exps = [str(e) for e in as_list(sel.get("experiment", default))]
         transports = [str(t) for t in as_list(sel["transport"])] if "transport" in sel else []
         return [], why_none(records, exps, transports, describe_selector(sel))
-    split = _split_params(list(per_col.values()), fixed | {"param_state"})
+    split = _split_params(list(per_col.values()), fixed | {param_column("state")})
     keys = ["nic_backend", *(["rdma_provider"] if "rdma_provider" in summary else []), *split]
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for col, rows in per_col.items():
@@ -143,7 +142,7 @@ def our_rows(
                 continue
             v = float(np.median(vals))
             if c.get("per_param"):
-                v /= float(pd.to_numeric(g[f"param_{c['per_param']}"]).median())
+                v /= float(pd.to_numeric(g[param_column(c["per_param"])]).median())
             text = _fmt(v)
             if (g["bound"] == True).any():  # noqa: E712 (None means: not known)
                 text += BOUND_MARK
@@ -172,7 +171,7 @@ def fit_rows(
         return [], "not measured in this campaign"
     out = []
     for (backend, payload), g in points.groupby(
-        ["nic_backend", points.get("param_payload", pd.Series("", index=points.index))],
+        ["nic_backend", points.get(param_column("payload"), pd.Series("", index=points.index))],
         dropna=False,
     ):
         where = f"{backend_text(backend)}, {clock_text(g['sm_clock_mhz'])}"

@@ -1,18 +1,30 @@
 """Target lists of the figure, claim and report rules (the Snakefile reads this when it loads, so
-it imports nothing heavy). `layout` is the pipeline's gicomm.layout.Layout."""
+it imports nothing heavy). `layout` is the pipeline's gicomm.layout.Layout; every path is spelled
+by gicomm.layout's patterns."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from gicomm.catalogue import FIGURE_IDS, PAPER_EXPERIMENTS, TABLE_IDS
-from gicomm.layout import MODEL_FIGURES, MODEL_OUTPUTS
+from gicomm.layout import (
+    COMBINED_FIGURE,
+    COMBINED_REPORT,
+    MODEL_DIR,
+    MODEL_FIGURE,
+    MODEL_FIGURES,
+    MODEL_OUTPUTS,
+    MODEL_PREDICTIONS,
+    MODEL_VALIDATION,
+    PAPER_FIGURE,
+    REPORT_FIGURE,
+    REPORT_TABLE,
+    figure_files,
+)
 
 # A campaign wildcard that never captures the folders shared by campaigns (results/combined/,
 # results/model/).
 ONE_CAMPAIGN = r"(?!(?:combined|model)/)[A-Za-z0-9][A-Za-z0-9_.-]*"
-# The model's outputs made once: its validation against the paper, and per platform its sweeps.
-MODEL_VALIDATION = "results/model/validation.csv"
 
 
 class LayoutLike(Protocol):
@@ -35,60 +47,43 @@ def all_experiments(layout: LayoutLike) -> list[str]:
 def campaign_figures(layout: LayoutLike, campaign: str) -> list[str]:
     """The paper figures, and one figure per experiment the campaign has (configured or
     archived); a paper experiment the campaign lacks has a page but no figure of its own."""
-    own = [
-        f"results/{campaign}/report/figures/{e}.{ext}"
-        for e in layout.experiments_of(campaign)
-        for ext in ("png", "svg")
-    ]
-    paper = [
-        f"results/{campaign}/report/figures/paper/{f}.{ext}"
-        for f in FIGURE_IDS
-        for ext in ("png", "svg")
-    ]
-    return own + paper
+    own = figure_files(REPORT_FIGURE, campaign, layout.experiments_of(campaign))
+    return own + figure_files(PAPER_FIGURE, campaign, FIGURE_IDS)
 
 
 def model_figures(campaign: str) -> list[str]:
-    return [
-        f"results/{campaign}/report/figures/model/{f}.{ext}"
-        for f in MODEL_FIGURES
-        for ext in ("png", "svg")
-    ]
+    return figure_files(MODEL_FIGURE, campaign, MODEL_FIGURES)
 
 
 def model_predictions(platform: str) -> str:
-    return f"results/model/{platform}/predictions.csv"
+    return MODEL_PREDICTIONS.format(platform=platform)
 
 
 def model_tables(campaign: str, platform: str) -> dict[str, str]:
     """The model's CSVs a campaign report shows, by name: the campaign's calibration and the model
     at its points, the shared validation, and the platform's predictions."""
-    own = {f.removesuffix(".csv"): f"results/{campaign}/model/{f}" for f in MODEL_OUTPUTS
+    own = {f.removesuffix(".csv"): MODEL_DIR.format(campaign=campaign) + f for f in MODEL_OUTPUTS
            if f.endswith(".csv")}  # fmt: skip
     return own | {"validation": MODEL_VALIDATION, "predictions": model_predictions(platform)}
 
 
 def campaign_tables(campaign: str) -> list[str]:
-    return [f"results/{campaign}/report/tables/{t}.csv" for t in TABLE_IDS]
+    return [REPORT_TABLE.format(campaign=campaign, name=t) for t in TABLE_IDS]
 
 
 def combined_index(campaign: str) -> str:
     """The page that sets the campaign beside every archived one (only the configured campaign
     has one, so a side campaign never overwrites another's)."""
-    return f"results/{campaign}/report/combined/index.html"
+    return COMBINED_REPORT.format(campaign=campaign)
 
 
 def comparison_figures(layout: LayoutLike, campaign: str) -> list[str]:
-    return [
-        f"results/{campaign}/report/combined/figures/{e}.{ext}"
-        for e in all_experiments(layout)
-        for ext in ("png", "svg")
-    ]
+    return figure_files(COMBINED_FIGURE, campaign, all_experiments(layout))
 
 
 def per_campaign(layout: LayoutLike, pattern: str) -> list[str]:
-    """`pattern` with {c} filled in for every reported campaign."""
-    return [pattern.format(c=c) for c in layout.reported_campaigns()]
+    """`pattern` (a gicomm.layout pattern) for every reported campaign."""
+    return [pattern.format(campaign=c) for c in layout.reported_campaigns()]
 
 
 def rule_name(prefix: str, campaign: str) -> str:

@@ -1,6 +1,6 @@
 # Aggregation: raw JSONL -> tidy table per campaign (one row per record, after checking that the
 # campaign holds each point of each run once and nothing foreign) -> aggregates across independent
-# process runs (p50/p99, spread, bootstrap CI), same-run transport ratios and clock fits; and one
+# process runs (p50/p99, spread, t-interval), same-run transport ratios and clock fits; and one
 # combined table across every reported campaign.
 
 
@@ -10,7 +10,7 @@ rule tidy_campaign:
     output:
         records=paths.TIDY_RECORDS,
     log:
-        "results/{campaign}/logs/tidy.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="tidy"),
     conda:
         "../../envs/pipeline.yaml"
     params:
@@ -27,7 +27,7 @@ rule aggregate_runs:
         ratios=paths.RATIOS,
         fits=paths.CLOCK_FITS,
     log:
-        "results/{campaign}/logs/aggregate.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="aggregate"),
     wildcard_constraints:
         campaign=targets.ONE_CAMPAIGN,
     conda:
@@ -42,7 +42,7 @@ rule combine_campaigns:
     output:
         paths.COMBINED_RECORDS,
     log:
-        "results/combined/logs/combine.log",
+        paths.COMBINED_LOG,
     conda:
         "../../envs/pipeline.yaml"
     script:

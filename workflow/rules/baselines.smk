@@ -19,9 +19,9 @@ rule baseline_source:
     input:
         lambda w: BASELINES.dependency_manifests(w.source),
     output:
-        "build/baselines/{source}/manifest.json",
+        paths.BASELINE_MANIFEST,
     log:
-        "build/baselines/{source}.log",
+        paths.BASELINE_LOG,
     wildcard_constraints:
         source=r"[a-z0-9][a-z0-9_.+-]*",
     conda:
@@ -36,11 +36,11 @@ rule baseline_source:
 
 rule baseline_parse_log:
     input:
-        "results/{campaign}/upstream/{experiment}/{host}/run{run}/{tool}.log",
+        paths.UPSTREAM_LOG,
     output:
-        "results/{campaign}/raw/{experiment}/{host}/run{run}/upstream-{tool}.jsonl",
+        paths.UPSTREAM_RAW,
     log:
-        "results/{campaign}/logs/upstream/{experiment}/{host}/run{run}/{tool}.log",
+        paths.UPSTREAM_PARSE_LOG,
     wildcard_constraints:
         tool="|".join(parser_names()),
     conda:
@@ -55,9 +55,9 @@ rule nvlink_dissection_table:
     input:
         paths.SUMMARY,
     output:
-        "results/{campaign}/tidy/nvlink_dissection.csv",
+        paths.NVLINK_TABLE,
     log:
-        "results/{campaign}/logs/nvlink_dissection.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="nvlink_dissection"),
     conda:
         "../../envs/pipeline.yaml"
     script:

@@ -7,18 +7,18 @@ ONE_CAMPAIGN = targets.ONE_CAMPAIGN
 rule check_claims:
     input:
         claims="config/claims.yaml",
-        summary="results/{campaign}/aggregate/summary.csv",
-        records="results/{campaign}/tidy/records.csv",
+        summary=paths.SUMMARY,
+        records=paths.TIDY_RECORDS,
         hardware=lambda w: LAYOUT.hardware_files(w.campaign),
     output:
         report(
-            "results/{campaign}/claims/claims.csv",
+            paths.CLAIMS,
             caption="../../report/captions/claims.rst",
             category="{campaign}",
             subcategory="Claims",
         ),
     log:
-        "results/{campaign}/logs/claims.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="claims"),
     wildcard_constraints:
         campaign=ONE_CAMPAIGN,
     conda:

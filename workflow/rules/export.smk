@@ -11,7 +11,7 @@ rule export_report:
     output:
         paths.EXPORT_ZIP,
     log:
-        "results/{campaign}/logs/export.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="export"),
     conda:
         "../../envs/pipeline.yaml"
     script:

@@ -8,22 +8,22 @@
 
 rule paper_figures:
     input:
-        summary="results/{campaign}/aggregate/summary.csv",
-        records="results/{campaign}/tidy/records.csv",
-        beside="results/{campaign}/model/beside_measured.csv",
+        summary=paths.SUMMARY,
+        records=paths.TIDY_RECORDS,
+        beside=paths.MODEL_BESIDE,
     output:
         png=[
             report(
-                f"results/{{campaign}}/report/figures/paper/{f}.png",
+                paths.fill(paths.PAPER_FIGURE, name=f, ext="png"),
                 caption="../../report/captions/paper_figure.rst",
                 category="{campaign}",
                 subcategory="Paper figures",
             )
             for f in FIGURE_IDS
         ],
-        svg=[f"results/{{campaign}}/report/figures/paper/{f}.svg" for f in FIGURE_IDS],
+        svg=[paths.fill(paths.PAPER_FIGURE, name=f, ext="svg") for f in FIGURE_IDS],
     log:
-        "results/{campaign}/logs/figures/paper.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="figures/paper"),
     wildcard_constraints:
         campaign=ONE_CAMPAIGN,
     conda:
@@ -40,12 +40,12 @@ for _campaign in LAYOUT.reported_campaigns():
         name:
             targets.rule_name("experiment_figures", _campaign)
         input:
-            summary=f"results/{_campaign}/aggregate/summary.csv",
-            records=f"results/{_campaign}/tidy/records.csv",
+            summary=paths.SUMMARY.format(campaign=_campaign),
+            records=paths.TIDY_RECORDS.format(campaign=_campaign),
         output:
             png=[
                 report(
-                    f"results/{_campaign}/report/figures/{e}.png",
+                    paths.REPORT_FIGURE.format(campaign=_campaign, name=e, ext="png"),
                     caption="../../report/captions/figure.rst",
                     category=_campaign,
                     subcategory="Experiments",
@@ -53,11 +53,11 @@ for _campaign in LAYOUT.reported_campaigns():
                 for e in LAYOUT.experiments_of(_campaign)
             ],
             svg=[
-                f"results/{_campaign}/report/figures/{e}.svg"
+                paths.REPORT_FIGURE.format(campaign=_campaign, name=e, ext="svg")
                 for e in LAYOUT.experiments_of(_campaign)
             ],
         log:
-            f"results/{_campaign}/logs/figures/experiments.log",
+            paths.CAMPAIGN_LOG.format(campaign=_campaign, name="figures/experiments"),
         localrule: True
         conda:
             "../../envs/pipeline.yaml"
@@ -69,13 +69,13 @@ for _campaign in LAYOUT.reported_campaigns():
 
 rule paper_tables:
     input:
-        summary="results/{campaign}/aggregate/summary.csv",
-        records="results/{campaign}/tidy/records.csv",
-        fits="results/{campaign}/aggregate/clock_fits.csv",
+        summary=paths.SUMMARY,
+        records=paths.TIDY_RECORDS,
+        fits=paths.CLOCK_FITS,
     output:
         [
             report(
-                f"results/{{campaign}}/report/tables/{t}.csv",
+                paths.fill(paths.REPORT_TABLE, name=t),
                 caption="../../report/captions/table.rst",
                 category="{campaign}",
                 subcategory="Paper tables",
@@ -83,7 +83,7 @@ rule paper_tables:
             for t in TABLE_IDS
         ],
     log:
-        "results/{campaign}/logs/tables.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="tables"),
     wildcard_constraints:
         campaign=ONE_CAMPAIGN,
     conda:
@@ -94,24 +94,24 @@ rule paper_tables:
 
 rule comparison_figures:
     input:
-        summaries=lambda w: targets.per_campaign(
-            LAYOUT, "results/{c}/aggregate/summary.csv"
-        ),
+        summaries=lambda w: targets.per_campaign(LAYOUT, paths.SUMMARY),
     output:
         png=[
             report(
-                f"results/{CAMPAIGN.name}/report/combined/figures/{e}.png",
+                paths.COMBINED_FIGURE.format(
+                    campaign=CAMPAIGN.name, name=e, ext="png"
+                ),
                 caption="../../report/captions/comparison.rst",
                 category="Across campaigns",
             )
             for e in targets.all_experiments(LAYOUT)
         ],
         svg=[
-            f"results/{CAMPAIGN.name}/report/combined/figures/{e}.svg"
+            paths.COMBINED_FIGURE.format(campaign=CAMPAIGN.name, name=e, ext="svg")
             for e in targets.all_experiments(LAYOUT)
         ],
     log:
-        f"results/{CAMPAIGN.name}/logs/figures/combined.log",
+        paths.CAMPAIGN_LOG.format(campaign=CAMPAIGN.name, name="figures/combined"),
     conda:
         "../../envs/pipeline.yaml"
     script:

@@ -9,7 +9,6 @@
 # campaign report's model page (report.smk).
 from gicomm.layout import MODEL_FIGURES  # noqa: E402
 
-MODEL_STORE = "results/model/store"
 PLATFORM_CONFIG = {
     "platform": CAMPAIGN.platform,
     "platform_spec": CAMPAIGN.platform_spec,
@@ -18,13 +17,13 @@ PLATFORM_CONFIG = {
 
 rule model_calibrate:
     input:
-        records="results/{campaign}/tidy/records.csv",
+        records=paths.TIDY_RECORDS,
         code=LAYOUT.model_sources(),
     output:
-        params="results/{campaign}/model/params.json",
-        table="results/{campaign}/model/calibration.csv",
+        params=paths.MODEL_PARAMS,
+        table=paths.MODEL_CALIBRATION,
     log:
-        "results/{campaign}/logs/model_calibrate.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="model_calibrate"),
     wildcard_constraints:
         campaign=ONE_CAMPAIGN,
     conda:
@@ -37,20 +36,20 @@ rule model_calibrate:
 
 rule model_beside:
     input:
-        params="results/{campaign}/model/params.json",
-        records="results/{campaign}/tidy/records.csv",
+        params=paths.MODEL_PARAMS,
+        records=paths.TIDY_RECORDS,
         code=LAYOUT.model_sources(),
     output:
-        beside="results/{campaign}/model/beside_measured.csv",
+        beside=paths.MODEL_BESIDE,
     log:
-        "results/{campaign}/logs/model_beside.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="model_beside"),
     wildcard_constraints:
         campaign=ONE_CAMPAIGN,
     conda:
         "../../envs/model.yaml"
     params:
         platform=PLATFORM_CONFIG,
-        store=MODEL_STORE,
+        store=paths.MODEL_STORE,
     script:
         "../scripts/model_beside.py"
 
@@ -59,16 +58,16 @@ rule model_predict:
     input:
         code=LAYOUT.model_sources(),
     output:
-        predictions="results/model/{platform}/predictions.csv",
+        predictions=paths.MODEL_PREDICTIONS,
     log:
-        "results/model/logs/predict-{platform}.log",
+        paths.fill(paths.MODEL_LOG, name="predict-{platform}"),
     wildcard_constraints:
         platform=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     conda:
         "../../envs/model.yaml"
     params:
         platform=PLATFORM_CONFIG,
-        store=MODEL_STORE,
+        store=paths.MODEL_STORE,
     script:
         "../scripts/model_predict.py"
 
@@ -77,9 +76,9 @@ rule model_validate:
     input:
         code=LAYOUT.model_sources(),
     output:
-        targets.MODEL_VALIDATION,
+        paths.MODEL_VALIDATION,
     log:
-        "results/model/logs/validate.log",
+        paths.fill(paths.MODEL_LOG, name="validate"),
     conda:
         "../../envs/model.yaml"
     script:
@@ -88,24 +87,22 @@ rule model_validate:
 
 rule model_figures:
     input:
-        validation=targets.MODEL_VALIDATION,
-        beside_measured="results/{campaign}/model/beside_measured.csv",
+        validation=paths.MODEL_VALIDATION,
+        beside_measured=paths.MODEL_BESIDE,
         predictions=targets.model_predictions(CAMPAIGN.platform),
     output:
         png=[
             report(
-                f"results/{{campaign}}/report/figures/model/{f}.png",
+                paths.fill(paths.MODEL_FIGURE, name=f, ext="png"),
                 caption="../../report/captions/model.rst",
                 category="{campaign}",
                 subcategory="Performance model",
             )
             for f in MODEL_FIGURES
         ],
-        svg=[
-            f"results/{{campaign}}/report/figures/model/{f}.svg" for f in MODEL_FIGURES
-        ],
+        svg=[paths.fill(paths.MODEL_FIGURE, name=f, ext="svg") for f in MODEL_FIGURES],
     log:
-        "results/{campaign}/logs/figures/model.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="figures/model"),
     wildcard_constraints:
         campaign=ONE_CAMPAIGN,
     conda:

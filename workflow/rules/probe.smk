@@ -6,7 +6,7 @@ rule probe_host:
     output:
         paths.HARDWARE,
     log:
-        "results/{campaign}/logs/probe/{host}.log",
+        paths.PROBE_LOG,
     conda:
         "../../envs/pipeline.yaml"
     resources:

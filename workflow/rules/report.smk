@@ -12,23 +12,23 @@ rule report_campaign:
             )
             for k in ("calibration", "beside_measured", "validation", "predictions")
         },
-        records="results/{campaign}/tidy/records.csv",
-        summary="results/{campaign}/aggregate/summary.csv",
-        ratios="results/{campaign}/aggregate/ratios.csv",
-        fits="results/{campaign}/aggregate/clock_fits.csv",
-        claims="results/{campaign}/claims/claims.csv",
+        records=paths.TIDY_RECORDS,
+        summary=paths.SUMMARY,
+        ratios=paths.RATIOS,
+        fits=paths.CLOCK_FITS,
+        claims=paths.CLAIMS,
         tables=lambda w: targets.campaign_tables(w.campaign),
         hardware=lambda w: LAYOUT.hardware_files(w.campaign),
         figures=lambda w: targets.campaign_figures(LAYOUT, w.campaign),
         model_figures=lambda w: targets.model_figures(w.campaign),
     output:
         index=report(
-            "results/{campaign}/report/index.html",
+            paths.REPORT_INDEX,
             caption="../../report/captions/index.rst",
             category="{campaign}",
         ),
     log:
-        "results/{campaign}/logs/report.log",
+        paths.fill(paths.CAMPAIGN_LOG, name="report"),
     wildcard_constraints:
         campaign=ONE_CAMPAIGN,
     conda:
@@ -41,10 +41,8 @@ rule report_campaign:
 
 rule report_combined:
     input:
-        claims=lambda w: targets.per_campaign(LAYOUT, "results/{c}/claims/claims.csv"),
-        summaries=lambda w: targets.per_campaign(
-            LAYOUT, "results/{c}/aggregate/summary.csv"
-        ),
+        claims=lambda w: targets.per_campaign(LAYOUT, paths.CLAIMS),
+        summaries=lambda w: targets.per_campaign(LAYOUT, paths.SUMMARY),
         figures=targets.comparison_figures(LAYOUT, CAMPAIGN.name),
         hardware=[
             h for c in LAYOUT.reported_campaigns() for h in LAYOUT.hardware_files(c)
@@ -56,7 +54,7 @@ rule report_combined:
             category="Across campaigns",
         ),
     log:
-        f"results/{CAMPAIGN.name}/logs/report_combined.log",
+        paths.CAMPAIGN_LOG.format(campaign=CAMPAIGN.name, name="report_combined"),
     conda:
         "../../envs/pipeline.yaml"
     params:

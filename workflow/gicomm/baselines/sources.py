@@ -29,6 +29,7 @@ from typing import Any
 
 from gicomm.errors import ConfigError, GicommError
 from gicomm.fsutil import write_atomic
+from gicomm.layout import BASELINE_MANIFEST
 from gicomm.schema import validate
 from gicomm.yamlio import load_yaml
 
@@ -73,7 +74,7 @@ class Source:
 
 def manifest_path(name: str) -> str:
     """Where a prepared source's manifest lives (relative to the workflow's directory)."""
-    return f"build/baselines/{name}/manifest.json"
+    return BASELINE_MANIFEST.format(source=name)
 
 
 @dataclass(frozen=True)

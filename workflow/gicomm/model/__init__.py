@@ -1,4 +1,4 @@
-"""Calibrated discrete-event performance model of the GPU-NIC submission path (issue 9).
+"""Calibrated discrete-event performance model of the GPU-NIC submission path.
 
 Modules: ``events`` (heap) and ``cache`` (context cache) and ``engine`` (the numba event loop),
 ``topology`` (arrays in, result out), ``parameters`` (dataclasses), ``paper`` (the paper's numbers

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from gicomm.columns import param_column
 from gicomm.model.paper import CALIBRATE, value
 from gicomm.model.parameters import ModelParams, NicParams, PathParams
 
@@ -119,7 +120,7 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
     src["paths.gdaki.latency"] = (
         _src("gdaki.issue") + "; " + _src("gdaki.completion") + "; " + _src("gdaki.rtt")
     )
-    src["paths.gdaki.queue_depth"] = "NCCL_GIN_GDAKI_QP_DEPTH default 128 (REFERENCE.md 1.3)"
+    src["paths.gdaki.queue_depth"] = "NCCL_GIN_GDAKI_QP_DEPTH default 128 (NCCL 2.28 GIN GDAKI)"
     # mini-proxy (tuned): enqueue is one posted 16 B store; workers fit per clock state
     t0: dict[str, float] = {}
     tper: dict[str, float] = {}
@@ -230,8 +231,10 @@ def _prefer(rows: pd.DataFrame) -> pd.DataFrame:
     inline 8 B payload over others, where the records offer a choice."""
     if "nic_backend" in rows and (rows["nic_backend"] == "mlx5").any():
         rows = rows[rows["nic_backend"] == "mlx5"]
-    if "param_payload" in rows and (rows["param_payload"] == "inline").any():
-        rows = rows[rows["param_payload"].isna() | (rows["param_payload"] == "inline")]
+    if param_column("payload") in rows and (rows[param_column("payload")] == "inline").any():
+        rows = rows[
+            rows[param_column("payload")].isna() | (rows[param_column("payload")] == "inline")
+        ]
     return rows
 
 
@@ -263,25 +266,27 @@ def from_records(
         return p
     df["_path"] = df["transport"].map(tmap)
     df["_p50"] = _num(df, "p50")
-    threads = _num(df, "param_threads").fillna(1)
-    batch = _num(df, "param_batch")
+    threads = _num(df, param_column("threads")).fillna(1)
+    batch = _num(df, param_column("batch"))
     if batch.isna().all():
-        batch = _num(df, "param_wqes_per_doorbell")
-    qps = _num(df, "param_qps").fillna(1)
-    workers = _num(df, "param_workers").fillna(1)
+        batch = _num(df, param_column("wqes_per_doorbell"))
+    qps = _num(df, param_column("qps")).fillna(1)
+    workers = _num(df, param_column("workers")).fillna(1)
     for name, path in p.paths.items():
         mine = _prefer(df[df["_path"] == name])
         if mine.empty:
             continue
         one = _unloaded(mine[threads.loc[mine.index] == 1])
-        if path.kind == "proxy" and "param_enqueue" in one:
+        if path.kind == "proxy" and param_column("enqueue") in one:
             # the baseline (multi-producer) enqueue is the shared-ring cost; the idle latencies
             # are the tuned path's (proxy_one_op sweeps both)
-            base = one[(one["param_enqueue"] == "baseline") & (one["metric"] == "issue_ns")]
+            base = one[(one[param_column("enqueue")] == "baseline") & (one["metric"] == "issue_ns")]
             if len(base):
                 path.shared_enqueue_ns = float(base["_p50"].median())
                 p.sources[f"paths.{name}.shared_enqueue_ns"] = _describe(base)
-            one = one[one["param_enqueue"].isna() | (one["param_enqueue"] != "baseline")]
+            one = one[
+                one[param_column("enqueue")].isna() | (one[param_column("enqueue")] != "baseline")
+            ]
         for metric, attr in (
             ("issue_ns", "issue_ns"),
             ("completion_ns", "completion_ns"),
@@ -352,7 +357,11 @@ def _unloaded(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows measured with no background load: a loaded probe's latency is what the model
     predicts, not an idle latency to calibrate on."""
     background = pd.Series(0.0, rows.index)
-    for col in ("param_bulk_ctas", "param_bg_ctas", "param_background_ctas"):
+    for col in (
+        param_column("bulk_ctas"),
+        param_column("bg_ctas"),
+        param_column("background_ctas"),
+    ):
         background = background.where(_num(rows, col).isna(), _num(rows, col))
     return rows[background.fillna(0) <= 0]
 
@@ -361,23 +370,25 @@ def _eight_byte_rates(rows: pd.DataFrame) -> pd.DataFrame:
     """Message-rate points of 8-byte messages from one producer block: the model's unit. A
     goodput sweep's large payloads, or several producer CTAs, say nothing about one thread's
     per-WQE cost (a 64 KiB point read as one thread's rate once gave a 21 us 'build' cost)."""
-    size = _num(rows, "param_size")
-    ctas = _num(rows, "param_ctas").fillna(_num(rows, "param_blocks"))
+    size = _num(rows, param_column("size"))
+    ctas = _num(rows, param_column("ctas")).fillna(_num(rows, param_column("blocks")))
     return rows[(size.isna() | (size <= 8)) & (ctas.isna() | (ctas <= 1))]
 
 
 def _worker_bound(rows: pd.DataFrame) -> pd.DataFrame:
     """One worker's rate points that say something about the worker: the tuned enqueue only (a
     baseline enqueue's PCIe round trip per descriptor bounds the producer, not the worker)."""
-    if "param_enqueue" not in rows:
+    if param_column("enqueue") not in rows:
         return rows
-    return rows[rows["param_enqueue"].isna() | (rows["param_enqueue"] != "baseline")]
+    return rows[
+        rows[param_column("enqueue")].isna() | (rows[param_column("enqueue")] != "baseline")
+    ]
 
 
 def _most_rings(rows: pd.DataFrame) -> pd.DataFrame:
     """The points with the most rings: with one producer per ring, fewer rings leave the worker
     waiting for its producers (one ring: 6.6 Mmsg/s at B=16 on H200x2, eight: 18.9)."""
-    rings = _num(rows, "param_rings")
+    rings = _num(rows, param_column("rings"))
     if rings.isna().all():
         return rows
     return rows[rings == rings.max()]

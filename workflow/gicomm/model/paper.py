@@ -1,8 +1,8 @@
 """The paper's numbers the model uses, each tagged with where it is printed.
 
-Transcribed from shared/paper_results/paper_tables (arXiv:2610.01380v1). ``CALIBRATE`` numbers set
+Transcribed from the paper's tables (arXiv:2610.01380v1). ``CALIBRATE`` numbers set
 parameters; ``VALIDATE`` numbers are only compared against, never fitted. ``check_tables`` confirms
-the transcription against the CSV files when they are available.
+the transcription against the paper's typed tables (report/paper/*.csv).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from gicomm.columns import PARAM_PREFIX, param_column
 from gicomm.model import scenarios as S
 from gicomm.model.calibrate import from_paper
 from gicomm.model.parameters import ModelParams, apply_platform
@@ -249,15 +250,19 @@ def predict(
 # the model at a campaign's own measured points, for plots of predicted beside measured
 
 _ALIASES = {
-    "threads": ("param_threads",),
-    "qps": ("param_qps", "param_qps_per_peer"),
-    "batch": ("param_batch", "param_wqes_per_doorbell"),
-    "bg_ctas": ("param_bg_ctas", "param_background_ctas", "param_bulk_ctas"),
-    "mode": ("param_queue", "param_mode", "param_sharing"),
-    "connections": ("param_connections", "param_active_qps"),
-    "workers": ("param_workers",),
-    "rings": ("param_rings",),
-    "bg_enqueue": ("param_bulk_enqueue",),
+    "threads": (param_column("threads"),),
+    "qps": (param_column("qps"), param_column("qps_per_peer")),
+    "batch": (param_column("batch"), param_column("wqes_per_doorbell")),
+    "bg_ctas": (
+        param_column("bg_ctas"),
+        param_column("background_ctas"),
+        param_column("bulk_ctas"),
+    ),
+    "mode": (param_column("queue"), param_column("mode"), param_column("sharing")),
+    "connections": (param_column("connections"), param_column("active_qps")),
+    "workers": (param_column("workers"),),
+    "rings": (param_column("rings"),),
+    "bg_enqueue": (param_column("bulk_enqueue"),),
 }
 # gicomm-bench-loaded-rtt's mini-proxy layout where a record leaves it to the driver's defaults
 # (native/bench/kernel_cost/loaded_rtt.cu): 2 workers, rings min(32, 2 + max(1, bulk CTAs)), of
@@ -335,7 +340,7 @@ def _predict_row(p: ModelParams, row: pd.Series, path: str) -> float | None:
 def _clock_state(row: pd.Series) -> str:
     """The proxy workers' clock state of a measured row: the record's cpu_clock_state, else the
     swept `state` parameter, else cold (an empty CSV cell reads as NaN, never as a state)."""
-    for key in ("cpu_clock_state", "param_state"):
+    for key in ("cpu_clock_state", param_column("state")):
         value = row.get(key)
         if isinstance(value, str) and value in ("cold", "warm"):
             return value
@@ -354,10 +359,12 @@ def beside_measured(p: ModelParams, tidy: pd.DataFrame, max_points: int = 5000) 
     ok = tidy[tidy["status"] == "ok"] if "status" in tidy else tidy
     ok = ok[ok["transport"].isin(list(_PATHS))]
     ok = ok[ok["metric"].isin(["issue_ns", "completion_ns", "rtt_ns", "msg_rate"])]
-    if "param_size" in ok:  # the model's messages are 8 bytes (docs/model.md, Limits)
-        size = pd.to_numeric(ok["param_size"], errors="coerce")
+    if param_column("size") in ok:  # the model's messages are 8 bytes (docs/model.md, Limits)
+        size = pd.to_numeric(ok[param_column("size")], errors="coerce")
         ok = ok[size.isna() | (size <= 8)]
-    keep = [c for c in ok.columns if c in cols or c.startswith("param_") or c == "cpu_clock_state"]
+    keep = [
+        c for c in ok.columns if c in cols or c.startswith(PARAM_PREFIX) or c == "cpu_clock_state"
+    ]
     # one row per point and metric: the median over runs of that metric's p50
     points = (
         ok.groupby(["point_id", "metric"], dropna=False)

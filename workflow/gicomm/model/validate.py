@@ -1,9 +1,9 @@
 """Predicted against paper: the model, calibrated from ``paper.CALIBRATE`` only, set beside
 ``paper.VALIDATE`` with tolerances fixed before the comparison was first run.
 
-Roles: ``headline`` rows are the acceptance checks of issue 9; ``validation`` rows are further
-out-of-sample checks; ``calibration`` rows only confirm that the calibration inputs are reproduced
-(they cannot fail honestly and are not evidence).
+Roles: ``headline`` rows are the model's acceptance checks (the paper's headline numbers it must
+predict); ``validation`` rows are further out-of-sample checks; ``calibration`` rows only confirm
+that the calibration inputs are reproduced (they cannot fail honestly and are not evidence).
 """
 
 from __future__ import annotations
