@@ -243,7 +243,11 @@ softnic::MemoryRegionHandle Session::register_mr(void* p, uint64_t bytes, uint32
 
 void Session::start_engine() {
   if (ringer_) ringer_->start();
-  if (gpu_) gpu_->start();
+  if (gpu_) {
+    // The engine judges "on the producer's GPU" by the device current at start().
+    check(cudaSetDevice(cfg_.producer_device), "cudaSetDevice(producer)");
+    gpu_->start();
+  }
   if (cpu_) cpu_->start();
 }
 
@@ -251,6 +255,11 @@ void Session::stop_engine() {
   if (ringer_) ringer_->stop();
   if (cpu_) cpu_->stop();
   if (gpu_ && gpu_->running()) gpu_->stop(cfg_.timeout_ms + 3000);
+}
+
+std::unique_ptr<softnic::EngineDeadline> Session::engine_deadline(int timeout_ms) {
+  if (!gpu_ || !gpu_->running() || !gpu_->same_gpu()) return nullptr;
+  return std::make_unique<softnic::EngineDeadline>(*gpu_, timeout_ms);
 }
 
 std::string Session::doorbell_target() const {

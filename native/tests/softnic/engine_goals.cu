@@ -26,6 +26,7 @@
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/gda/session.h"
 #include "gicomm/softnic/gpu_ceiling.h"
+#include "gicomm/softnic/gpu_engine.h"
 #include "gicomm/softnic/peer_access.h"
 
 using namespace gicomm;
@@ -197,18 +198,36 @@ struct DeviceMem {
   DeviceMem& operator=(const DeviceMem&) = delete;
 };
 
-// Runs `launch` on `s`, waits (bounded by the kernels' own timeouts), then fails on a kernel error
-// or a mini-gda error report.
+// A kernel beside a same-GPU engine that did not end in time: the engine was stopped (so the blocked
+// launch or wait returned), and every later measure of the placement would time out too.
+struct EngineStopped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Runs `launch` on `s`, waits (bounded by the kernels' own timeouts, and beside a same-GPU engine by
+// an engine deadline: a launch that waits for the context to go idle would otherwise wait for the
+// engine's watchdog), then fails on a kernel error or a mini-gda error report.
 template <class Launch>
-float timed_ms(Session& session, cudaStream_t s, Launch launch) {
+float timed_ms(Session& session, cudaStream_t s, const std::string& what, Launch launch) {
+  // The kernels end within a few ms, or within one wait's timeout when a wait fails.
+  const int bound_ms = 2 * static_cast<int>(session.config().timeout_ms) + 10000;
   cudaEvent_t a, b;
   CUDA_OR_THROW(cudaEventCreate(&a));
   CUDA_OR_THROW(cudaEventCreate(&b));
-  CUDA_OR_THROW(cudaEventRecord(a, s));
-  launch();
-  CUDA_OR_THROW(cudaGetLastError());
-  CUDA_OR_THROW(cudaEventRecord(b, s));
-  CUDA_OR_THROW(cudaEventSynchronize(b));
+  bool fired = false;
+  {
+    const auto deadline = session.engine_deadline(bound_ms);
+    CUDA_OR_THROW(cudaEventRecord(a, s));
+    launch();
+    CUDA_OR_THROW(cudaGetLastError());
+    CUDA_OR_THROW(cudaEventRecord(b, s));
+    CUDA_OR_THROW(cudaEventSynchronize(b));
+    fired = deadline && deadline->fired();
+  }
+  if (fired)
+    throw EngineStopped(what + ": the kernel did not end within " + std::to_string(bound_ms) +
+                        " ms beside the engine on its GPU, so the engine was stopped; a launch that waits for the "
+                        "context to go idle (a context-wide resource committed lazily) waits for the engine");
   float ms = 0;
   CUDA_OR_THROW(cudaEventElapsedTime(&ms, a, b));
   cudaEventDestroy(a);
@@ -304,12 +323,14 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
       const uint32_t ops = quick ? 4000 : 20000;
       CUDA_OR_THROW(cudaSetDevice(0));
       progress(pl.name, "msg_rate " + sh.name() + ": warm-up");
-      timed_ms(session, s, [&] { rate_kernel<<<kQps, 1, 0, s>>>(ctx, t, sh.bytes, sh.inl, ops / 10, clock); });
+      timed_ms(session, s, "msg_rate " + sh.name() + " warm-up",
+               [&] { rate_kernel<<<kQps, 1, 0, s>>>(ctx, t, sh.bytes, sh.inl, ops / 10, clock); });
       progress(pl.name, "msg_rate " + sh.name() + ": warm-up done");
       check_rate_cqes(session, wqebbs(sh));
       std::vector<double> rates, clocks;
       for (int r = 0; r < 3; ++r) {
-        const float ms = timed_ms(session, s, [&] { rate_kernel<<<kQps, 1, 0, s>>>(ctx, t, sh.bytes, sh.inl, ops, clock); });
+        const float ms = timed_ms(session, s, "msg_rate " + sh.name(),
+                                  [&] { rate_kernel<<<kQps, 1, 0, s>>>(ctx, t, sh.bytes, sh.inl, ops, clock); });
         check_rate_cqes(session, wqebbs(sh));
         ClockSample clk[2];
         CUDA_OR_THROW(cudaMemcpyAsync(clk, clock, sizeof clk, cudaMemcpyDeviceToHost, s));
@@ -319,6 +340,8 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
       }
       emit(pl.name, "msg_rate", sh.name(), median(rates), "Mmsg/s", median(clocks),
            "\"qps\": 16, \"batch\": 16, \"runs\": 3");
+    } catch (const EngineStopped&) {
+      throw;
     } catch (const std::exception& e) {
       emit_failure(pl.name, "msg_rate", sh.name(), e.what());
     }
@@ -327,7 +350,8 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
     const std::string shape = "pointer " + std::to_string(bytes) + " B";
     try {
       CUDA_OR_THROW(cudaSetDevice(0));
-      timed_ms(session, s, [&] { one_op_kernel<<<1, 1, 0, s>>>(ctx, t, bytes, false, warmup, iters, cycles, clock); });
+      timed_ms(session, s, "completion " + shape,
+               [&] { one_op_kernel<<<1, 1, 0, s>>>(ctx, t, bytes, false, warmup, iters, cycles, clock); });
       ClockSample clk[2];
       CUDA_OR_THROW(cudaMemcpyAsync(host.data(), cycles, sizeof(long long) * iters, cudaMemcpyDeviceToHost, s));
       CUDA_OR_THROW(cudaMemcpyAsync(clk, clock, sizeof clk, cudaMemcpyDeviceToHost, s));
@@ -345,6 +369,8 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
       std::vector<double> c(host.begin(), host.end());
       const double p50 = median(c);
       emit(pl.name, "completion", shape, p50 * 1e3 / mhz, "ns", mhz, "\"cycles_p50\": " + std::to_string(p50));
+    } catch (const EngineStopped&) {
+      throw;
     } catch (const std::exception& e) {
       emit_failure(pl.name, "completion", shape, e.what());
     }

@@ -13,6 +13,11 @@
 //   ordering  put-with-signal: 4 KiB and 64 KiB writes each followed by a fetch-add on a flag, while
 //             an observer kernel on GPU 0 waits for each flag value and then reads the data: the
 //             signal never overtakes its data.
+//   beside    (the engine on the producer's GPU) a kernel that calls printf and has a stack frame,
+//             first launched while the engine runs, runs then (mini-gda's kernels are such; the
+//             driver commits the printf FIFO at the first one, waiting for the context to be idle,
+//             unless the engine's start committed it); an EngineDeadline released in time leaves the
+//             engine running, one that expires stops it.
 // Every wait is bounded. Exit: 0 pass, 1 fail, 77 no GPU.
 #include <cuda_runtime.h>
 
@@ -22,6 +27,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.h"
@@ -372,6 +378,69 @@ static void check_signal_ordering(const Placement& pl, uint32_t bytes) {
               result[0] == 0 && result[1] == 0 ? "ok" : "FAILED");
 }
 
+// ---- beside a same-GPU engine ----------------------------------------------------------------------------
+__device__ __noinline__ uint32_t beside_frame(uint32_t seed) {
+  uint32_t a[24];
+  for (uint32_t i = 0; i < 24; ++i) a[i] = seed ^ (i * 0x9e3779b9u);
+  return a[seed % 24];
+}
+// printf only for a seed no launch passes: the driver sees a printf kernel all the same.
+__global__ void printf_frame_kernel(uint32_t* out, uint32_t seed) {
+  const uint32_t v = beside_frame(seed);
+  if (seed == 0xfeedfaceu) printf("never printed: %u\n", v);
+  *out = v;
+}
+
+static void check_beside(const Placement& pl) {
+  const std::string tag = std::string(pl.name) + "/beside";
+  sn::SoftNic nic;  // no QPs: the engine only polls
+  uint32_t* d_out = nullptr;
+  CUDA(cudaSetDevice(0));
+  CUDA(cudaMalloc(&d_out, 4));
+  cudaStream_t s;
+  CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  sn::GpuEngineConfig ec;
+  ec.device = pl.engine_device;
+  ec.blocks = pl.engine_blocks;
+  ec.max_runtime_ms = 60000;
+  sn::GpuEngine engine(nic, ec);
+  engine.start();
+  // A printf kernel first launched beside the running engine ends while the engine runs.
+  bool fired = false;
+  const auto t0 = Clock::now();
+  {
+    sn::EngineDeadline deadline(engine, 10000);
+    printf_frame_kernel<<<1, 1, 0, s>>>(d_out, 5u);
+    CUDA(cudaGetLastError());
+    CUDA(cudaStreamSynchronize(s));
+    fired = deadline.fired();
+  }
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  uint32_t out = 0;
+  CUDA(cudaMemcpy(&out, d_out, 4, cudaMemcpyDeviceToHost));
+  CHECK(!fired && engine.running(), "%s: a printf kernel first launched beside the engine waited %.0f ms, until the "
+        "engine was stopped", tag.c_str(), ms);
+  CHECK(out == (5u ^ (5u * 0x9e3779b9u)), "%s: the kernel beside the engine wrote %u", tag.c_str(), out);
+  // A deadline that expires stops the engine (stop() then collects it without a watchdog error).
+  bool expired = false;
+  {
+    sn::EngineDeadline deadline(engine, 100);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    expired = deadline.fired();
+  }
+  CHECK(expired, "%s: an EngineDeadline of 100 ms did not fire after 400 ms", tag.c_str());
+  try {
+    engine.stop(5000);
+  } catch (const std::exception& e) {
+    CHECK(false, "%s: stop() after the deadline fired: %s", tag.c_str(), e.what());
+  }
+  CHECK(!engine.running(), "%s: the engine still runs after its deadline fired", tag.c_str());
+  CUDA(cudaStreamDestroy(s));
+  cudaFree(d_out);
+  std::printf("%-28s printf kernel beside the engine in %.1f ms; deadline stops the engine: %s\n", tag.c_str(), ms,
+              !fired && expired && !engine.running() ? "ok" : "FAILED");
+}
+
 int main() {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -382,6 +451,7 @@ int main() {
   if (ndev >= 2 && sn::try_enable_peer_access(0, 1)) placements.push_back({"softnic-gpu", 1, 0});
   std::mt19937 rng(99);
   for (const Placement& pl : placements) {
+    if (pl.engine_device == 0) check_beside(pl);  // first: no printf kernel has run in this process yet
     check_sizes(pl, rng);
     check_signal_ordering(pl, 4096);
     check_signal_ordering(pl, 65536);

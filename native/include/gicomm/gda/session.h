@@ -33,6 +33,7 @@
 
 namespace gicomm::softnic {
 class GpuEngine;
+class EngineDeadline;
 }
 
 namespace gicomm::gda {
@@ -68,6 +69,10 @@ class Session {
   softnic::MemoryRegionHandle register_mr(void* p, uint64_t bytes, uint32_t access);
   void start_engine();
   void stop_engine();  // throws when the engine failed (watchdog, kernel error)
+  // Bounds a launch and its wait beside a running gpu engine on the producer's GPU (include
+  // gicomm/softnic/gpu_engine.h to use it): unless released within timeout_ms, the engine is stopped
+  // so that a launch blocked behind it returns, and fired() says so. Null for any other engine.
+  std::unique_ptr<softnic::EngineDeadline> engine_deadline(int timeout_ms);
   softnic::Counters engine_counters() const;  // zero with mlx5 (no engine)
   // Where the GPU's doorbell stores land, for the records: uar-iomem, pinned-host or gpu-memory.
   std::string doorbell_target() const;

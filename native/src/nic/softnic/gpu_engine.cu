@@ -2,8 +2,11 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -35,27 +38,62 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("gpu engine: ") + what + ": " + cudaGetErrorString(e));
 }
 
-// The same holds for local memory: the driver backs it on the first launch that needs a stack, and
-// growing it waits for the context to be idle. A producer kernel with a stack frame (mini-gda's
-// put with an inline payload has one) first launched beside a same-GPU engine would wait for the
-// engine's watchdog. So before such an engine starts, the per-thread stack is reserved and backed
-// by one launch that uses it.
+// ---- an engine on the producer's GPU ---------------------------------------------------------------
+// The engine is a persistent kernel in the producer's context, and the driver commits some
+// context-wide resources lazily, at the first launch that needs them, and only with the context
+// idle: such a launch beside the engine waits for every kernel of the context, the engine included,
+// i.e. for its watchdog (minutes). The cases:
+//   - module loading (CUDA_MODULE_LOADING=LAZY): eager loading above;
+//   - the printf FIFO, committed at the first launch of a kernel that calls printf (why
+//     cudaLimitPrintfFifoSize may only be set before one). Every mini-gda kernel calls it (its error
+//     report); the softnic's own kernels do not, so in a process whose first printf kernel is a
+//     mini-gda one launched beside the engine, that launch waited for the engine's watchdog;
+//   - the device heap (a kernel calling malloc/free), likewise;
+//   - local memory, grown when a kernel needs more per thread than is backed. The engine's own
+//     frame (a few hundred bytes) is backed when it launches; kReservedStackBytes covers larger
+//     producer frames.
+// So before the first engine of this process starts on a GPU, the stack limit is raised (the driver
+// resizes local memory at once) and one launch of a kernel that calls printf and malloc (never
+// executed: its argument says so) commits the FIFO and the heap.
 constexpr size_t kReservedStackBytes = 4096;
+constexpr uint32_t kNever = 0x6e657672u;  // a kernel argument no launch passes
 
-__global__ void back_local_memory_kernel(uint32_t* sink, uint32_t seed) {
-  volatile uint32_t frame[kReservedStackBytes / 8];  // half the reservation: the compiler adds its own
-  for (uint32_t i = 0; i < kReservedStackBytes / 8; ++i) frame[i] = seed + i;
-  if (seed == 0xffffffffu) *sink = frame[seed % (kReservedStackBytes / 8)];
+__global__ void commit_context_resources_kernel(unsigned long long* sink, uint32_t never) {
+  if (never != kNever) return;
+  void* p = malloc(64);
+  printf("gpu engine: never printed (%p)\n", p);
+  *sink = reinterpret_cast<uintptr_t>(p);
+  free(p);
 }
 
-void reserve_local_memory() {
+// The probe of a same-GPU engine: a kernel first launched beside it, as a producer's is, with what
+// mini-gda's kernels have (a printf call, a stack frame). It must run while the engine runs.
+__device__ __noinline__ uint32_t probe_frame(uint32_t seed) {
+  uint32_t a[16];
+  for (uint32_t i = 0; i < 16; ++i) a[i] = seed * (i + 1);
+  return a[seed & 15];
+}
+__global__ void co_resident_probe_kernel(uint32_t* out, uint32_t seed) {
+  const uint32_t v = probe_frame(seed);
+  if (seed == kNever) printf("gpu engine: never printed (%u)\n", v);
+  *out = v;
+}
+
+// Engines of this process running on each GPU, and the GPUs whose context was prepared and probed.
+constexpr int kMaxDevices = 64;
+std::mutex g_devices_mu;
+int g_running[kMaxDevices] = {};
+bool g_probed[kMaxDevices] = {};
+
+// With no engine of this process on the device (a device-wide wait would wait for it).
+void prepare_same_gpu_context() {
   size_t stack = 0;
   check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "cudaDeviceGetLimit(stack)");
   if (stack < kReservedStackBytes)
     check(cudaDeviceSetLimit(cudaLimitStackSize, kReservedStackBytes), "cudaDeviceSetLimit(stack)");
-  back_local_memory_kernel<<<1, 32>>>(nullptr, 1u);
-  check(cudaGetLastError(), "back local memory");
-  check(cudaDeviceSynchronize(), "back local memory");
+  commit_context_resources_kernel<<<1, 1>>>(nullptr, 0u);
+  check(cudaGetLastError(), "launch the context-resources kernel");
+  check(cudaDeviceSynchronize(), "context-resources kernel");
 }
 
 __device__ __forceinline__ uint4 load_cv(const uint8_t* p) { return __ldcv(reinterpret_cast<const uint4*>(p)); }
@@ -456,12 +494,21 @@ void GpuEngine::start() {
                                 " (allowed: 1..32, a block of at most 1024 threads)");
   if (cfg_.blocks < 0) throw std::invalid_argument("gpu engine: blocks " + std::to_string(cfg_.blocks) +
                                                    " (allowed: 0 = one per SM, or a positive count)");
+  if (cfg_.device < 0 || cfg_.device >= kMaxDevices)
+    throw std::invalid_argument("gpu engine: device " + std::to_string(cfg_.device) + " (allowed: 0.." +
+                                std::to_string(kMaxDevices - 1) + ")");
+  same_gpu_ = cfg_.device == saved;
   const char* loading = std::getenv("CUDA_MODULE_LOADING");
-  if (eager_module_loading && loading && std::strcmp(loading, "LAZY") == 0 && cfg_.device == saved)
+  if (eager_module_loading && loading && std::strcmp(loading, "LAZY") == 0 && same_gpu_)
     throw std::runtime_error(
         "gpu engine: CUDA_MODULE_LOADING=LAZY with the engine on the producer's GPU: a kernel first launched "
         "while the engine runs would wait for the engine to end; unset it or set EAGER");
-  if (cfg_.device == saved) reserve_local_memory();
+  bool probe = false;
+  {
+    std::lock_guard<std::mutex> lock(g_devices_mu);
+    if (same_gpu_ && g_running[cfg_.device] == 0) prepare_same_gpu_context();
+    probe = same_gpu_ && !g_probed[cfg_.device];
+  }
   const int blocks = cfg_.blocks > 0 ? cfg_.blocks : prop.multiProcessorCount;
   total_warps_ = blocks * cfg_.warps_per_block;
   num_qps_ = nic_.num_qps();
@@ -478,17 +525,24 @@ void GpuEngine::start() {
     check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
     stream_ = s;
   }
-  cudaFree(d_counters_);
-  // Counters of every warp, then the stop relay word.
-  check(cudaMalloc(&d_counters_, sizeof(Counters) * total_warps_ + 64), "cudaMalloc(counters)");
-  check(cudaMemset(static_cast<char*>(d_counters_) + sizeof(Counters) * total_warps_, 0, 64), "cudaMemset(relay)");
-  check(cudaMemset(d_counters_, 0, sizeof(Counters) * total_warps_), "cudaMemset(counters)");
-  if (num_qps_) check(cudaMemcpy(d_qps_, states.data(), sizeof(QpState) * num_qps_, cudaMemcpyHostToDevice), "copy qps");
+  const auto stream = static_cast<cudaStream_t>(stream_);
+  // Counters of every warp, then the stop relay word (allocated once: a free waits for the whole
+  // device). Set on the engine's own stream: a copy or set on the legacy stream is not ordered
+  // before a launch on a non-blocking one.
+  if (!d_counters_) check(cudaMalloc(&d_counters_, sizeof(Counters) * total_warps_ + 64), "cudaMalloc(counters)");
+  check(cudaMemsetAsync(d_counters_, 0, sizeof(Counters) * total_warps_ + 64, stream), "cudaMemset(counters, relay)");
+  if (num_qps_)
+    check(cudaMemcpyAsync(d_qps_, states.data(), sizeof(QpState) * num_qps_, cudaMemcpyHostToDevice, stream),
+          "copy qps");
   if (host_tables.num_mrs)
-    check(cudaMemcpy(d_mrs_, host_tables.mrs, sizeof(MrEntry) * host_tables.num_mrs, cudaMemcpyHostToDevice), "copy mrs");
+    check(cudaMemcpyAsync(d_mrs_, host_tables.mrs, sizeof(MrEntry) * host_tables.num_mrs, cudaMemcpyHostToDevice,
+                          stream),
+          "copy mrs");
   if (host_tables.num_dcts)
-    check(cudaMemcpy(d_dcts_, host_tables.dcts, sizeof(DctEntry) * host_tables.num_dcts, cudaMemcpyHostToDevice),
+    check(cudaMemcpyAsync(d_dcts_, host_tables.dcts, sizeof(DctEntry) * host_tables.num_dcts,
+                          cudaMemcpyHostToDevice, stream),
           "copy dcts");
+  check(cudaStreamSynchronize(stream), "engine state upload");
   h_flags_[0] = 0;
   h_flags_[1] = 0;
   KernelArgs a;
@@ -513,15 +567,67 @@ void GpuEngine::start() {
   const size_t smem = kScratchBytes * static_cast<size_t>(cfg_.warps_per_block);
   check(cudaFuncSetAttribute(engine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
         "cudaFuncSetAttribute(engine shared memory)");
-  engine_kernel<<<blocks, 32 * cfg_.warps_per_block, smem, static_cast<cudaStream_t>(stream_)>>>(a);
+  engine_kernel<<<blocks, 32 * cfg_.warps_per_block, smem, stream>>>(a);
   check(cudaGetLastError(), "launch engine kernel");
   running_ = true;
+  {
+    std::lock_guard<std::mutex> lock(g_devices_mu);
+    ++g_running[cfg_.device];
+  }
+  if (probe) {
+    try {
+      probe_beside();
+    } catch (...) {
+      cudaSetDevice(saved);
+      throw;
+    }
+  }
   cudaSetDevice(saved);
+}
+
+// The first engine on the producer's GPU: a kernel first launched beside it must run now, not when
+// the engine ends. If it does not within kProbeMs, the engine is stopped (so the blocked launch
+// returns) and start() fails saying why, instead of every later producer kernel hanging.
+void GpuEngine::probe_beside() {
+  constexpr int kProbeMs = 5000;
+  cudaStream_t s;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate(probe)");
+  // Its output: the counters buffer's spare word after the stop relay.
+  auto* out = reinterpret_cast<uint32_t*>(static_cast<char*>(d_counters_) + sizeof(Counters) * total_warps_ + 32);
+  bool fired = false;
+  cudaError_t e;
+  {
+    EngineDeadline deadline(*this, kProbeMs);
+    co_resident_probe_kernel<<<1, 1, 0, s>>>(out, 7u);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    fired = deadline.fired();
+  }
+  cudaStreamDestroy(s);
+  if (e != cudaSuccess || fired) {
+    try {
+      stop();
+    } catch (const std::exception&) {
+    }
+    if (e != cudaSuccess) check(e, "probe kernel beside the engine");
+    throw std::runtime_error(
+        "gpu engine: a kernel first launched beside the engine on GPU " + std::to_string(cfg_.device) +
+        " did not run within " + std::to_string(kProbeMs) +
+        " ms (the engine was stopped): the driver waited for the context to go idle, as it does to commit a "
+        "context-wide resource lazily (module loading, the printf FIFO, the device heap, local memory); commit it "
+        "before the engine starts");
+  }
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  g_probed[cfg_.device] = true;
+}
+
+void GpuEngine::request_stop() {
+  if (h_flags_) __atomic_store_n(&h_flags_[0], 1, __ATOMIC_RELEASE);
 }
 
 void GpuEngine::stop(int timeout_ms) {
   if (!running_) return;
-  __atomic_store_n(&h_flags_[0], 1, __ATOMIC_RELEASE);
+  request_stop();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   cudaError_t e;
   while ((e = cudaStreamQuery(static_cast<cudaStream_t>(stream_))) == cudaErrorNotReady) {
@@ -530,6 +636,10 @@ void GpuEngine::stop(int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   running_ = false;
+  {
+    std::lock_guard<std::mutex> lock(g_devices_mu);
+    --g_running[cfg_.device];
+  }
   check(e, "engine kernel");
   int saved = 0;
   check(cudaGetDevice(&saved), "cudaGetDevice");
@@ -544,6 +654,25 @@ void GpuEngine::stop(int timeout_ms) {
   for (const auto& c : per) sum += c;
   last_counters_ = sum;
   if (h_flags_[1]) throw std::runtime_error("gpu engine: watchdog deadline reached before stop()");
+}
+
+EngineDeadline::EngineDeadline(GpuEngine& engine, int timeout_ms) {
+  watcher_ = std::thread([this, &engine, timeout_ms] {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return released_; })) {
+      fired_.store(true);
+      engine.request_stop();  // a host store: no CUDA call, which could wait behind the blocked one
+    }
+  });
+}
+
+EngineDeadline::~EngineDeadline() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+  }
+  cv_.notify_all();
+  watcher_.join();
 }
 
 }  // namespace gicomm::softnic

@@ -98,9 +98,11 @@ void fill_bytes(MemoryPlace place, void* p, uint8_t value, size_t bytes) {
     return;
   }
 #if defined(GICOMM_SOFTNIC_WITH_CUDA)
+  // On the legacy stream, waited for on it: not a device-wide wait, which would wait for a gpu
+  // engine running on this GPU.
   DeviceScope scope(place.device);
-  check(cudaMemset(p, value, bytes), "cudaMemset");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check(cudaMemsetAsync(p, value, bytes, cudaStreamLegacy), "cudaMemset");
+  check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
 #else
   no_cuda();
 #endif

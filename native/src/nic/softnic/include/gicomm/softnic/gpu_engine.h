@@ -18,9 +18,23 @@
 //
 // Stoppable: stop() raises a flag in pinned memory; the kernel also ends by itself at a watchdog
 // deadline (max_runtime_ms) and reports that it did.
+//
+// On the producer's GPU (the device current when start() is called is the engine's) the engine
+// shares the producer's context, where a launch that makes the driver commit a context-wide resource
+// (a module, the printf FIFO, the device heap, more local memory) waits for the context to be idle,
+// i.e. for the engine to end. The first such engine of the process on a GPU therefore commits them
+// first (eager module loading, a 4 KiB stack reservation, one launch of a kernel that calls printf
+// and malloc), then checks that a kernel first launched beside it runs (else it stops and start()
+// throws, saying so). Nothing may wait for the whole device while it runs (cudaDeviceSynchronize,
+// cudaFree of device memory): wait on streams, free after stop(). EngineDeadline bounds a producer's
+// launch and wait beside it.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
+#include <thread>
 
 #include "gicomm/softnic/softnic.h"
 
@@ -47,14 +61,20 @@ class GpuEngine {
   // next engine continues where this one stopped. Throws when the kernel does not end in time or
   // reported a failure (watchdog).
   void stop(int timeout_ms = 5000);
+  // Raises the stop flag and returns (a host store, safe from any thread while the engine runs);
+  // stop() still collects the kernel.
+  void request_stop();
   bool running() const { return running_; }
+  bool same_gpu() const { return same_gpu_; }  // valid after start()
   Counters counters() const { return last_counters_; }  // valid after stop()
   int warps() const { return total_warps_; }
 
  private:
+  void probe_beside();
   SoftNic& nic_;
   GpuEngineConfig cfg_;
   bool running_ = false;
+  bool same_gpu_ = false;
   int total_warps_ = 0;
   uint32_t num_qps_ = 0;
   void* d_qps_ = nullptr;
@@ -64,6 +84,26 @@ class GpuEngine {
   int* h_flags_ = nullptr;  // pinned: [0] stop, [1] watchdog fired
   void* stream_ = nullptr;
   Counters last_counters_{};
+};
+
+// Bounds what a producer does beside a running engine (a launch, a wait on its stream): unless
+// destroyed within timeout_ms, it stops the engine, so that a launch or wait blocked behind it
+// returns, and fired() says so (the engine's work is then over; stop() collects it). A helper thread
+// waits; it makes no CUDA call.
+class EngineDeadline {
+ public:
+  EngineDeadline(GpuEngine& engine, int timeout_ms);
+  ~EngineDeadline();
+  EngineDeadline(const EngineDeadline&) = delete;
+  EngineDeadline& operator=(const EngineDeadline&) = delete;
+  bool fired() const { return fired_.load(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::atomic<bool> fired_{false};
+  std::thread watcher_;
 };
 
 }  // namespace gicomm::softnic
