@@ -94,6 +94,9 @@ int serve_points(const std::string& program, const Options& o, Launcher& peer, c
       const std::string line = peer.serve_point(o);
       std::fprintf(stderr, "[gicomm] rank %d served point %zu/%zu id=%s: %s\n", peer.rank(), index, ids.size(),
                    id.c_str(), line.c_str());
+    } catch (const PeerStopped& e) {
+      std::fprintf(stderr, "%s: rank %d, point %s: %s\n", program.c_str(), peer.rank(), id.c_str(), e.what());
+      return 3;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: rank %d, point %s: %s\n", program.c_str(), peer.rank(), id.c_str(), e.what());
       return 1;
@@ -225,8 +228,9 @@ int run_driver(int argc, char** argv) {
     if (transport) p.transport = name_of(*transport);
     if (backend) p.nic_backend = name_of(*backend);
     Run run(p, o, *spec, transport, backend);
-    // Provenance every record of the point carries (schema version 2); the factory adds more.
-    if (peer) run.topology = "two-rank";
+    // Provenance every record of the point carries (schema version 2): the factory sets the
+    // topology of a NIC path (two-rank or loopback); a point without one is single-process, even
+    // in a two-rank run (its peer only waits).
     std::vector<Record> records;
     std::string summary, failure;
     int missing_rc = 0;
@@ -244,6 +248,7 @@ int run_driver(int argc, char** argv) {
       failure = e.what();
     }
     current() = nullptr;
+    if (missing_rc && peer) peer->stop_after_point();
     // The NIC path is finished (the peer released, counters checked) even when the point failed.
     try {
       if (run.link) {

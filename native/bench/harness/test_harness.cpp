@@ -298,6 +298,7 @@ struct FakeLauncher : Launcher {
   }
   void begin_point(const std::string&) override {}
   void end_point(const std::string&) override {}
+  void stop_after_point() override {}
   std::string serve_point(const Options&) override {
     ++served;
     return "served";

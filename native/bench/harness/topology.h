@@ -14,6 +14,7 @@
 
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,9 +39,17 @@ class Launcher {
   virtual void begin_point(const std::string& point_id) = 0;
   // Rank 0: the point ended; tells rank 1 when no PointLink did (the point used no NIC).
   virtual void end_point(const std::string& failure) = 0;
+  // Rank 0: this point is the last (the hardware a point needs is missing: exit 3); rank 1 hears
+  // it with the point's end and stops too (PeerStopped).
+  virtual void stop_after_point() = 0;
   // Rank 1: serves rank 0's requests for the current point until rank 0 ends it. Returns a line
   // for the log; throws when rank 0 goes away or asks what this rank cannot give.
   virtual std::string serve_point(const Options& options) = 0;
+};
+
+// Thrown by serve_point when rank 0 stops the run after the point (rank 1 exits 3 as rank 0 does).
+struct PeerStopped : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // The launcher of this process (nullptr: one process).

@@ -1,5 +1,6 @@
 #include "harness/two_rank.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -138,11 +139,17 @@ class NetLauncher final : public Launcher {
       fail(peer_name() + " is at point " + theirs.get("point_id") + ", this rank at " + point_id);
   }
 
-  void end_point(const std::string& failure) override {
+  void end_point(const std::string& failure) override { request(done_request(failure), timeout_ms_); }
+
+  void stop_after_point() override { stopping_ = true; }
+
+  // The "done" request that ends a point (with the stop flag when this is the last point).
+  net::Message done_request(const std::string& failure) const {
     net::Message req;
     req.set("what", "done");
     req.set("status", failure.empty() ? "ok" : failure.substr(0, 4000));
-    request(req, timeout_ms_);
+    if (stopping_) req.set("stop", "1");
+    return req;
   }
 
   // Rank 0: one request to rank 1 and its answer.
@@ -176,6 +183,7 @@ class NetLauncher final : public Launcher {
       }
       if (!rep.has("status")) rep.set("status", "ok");
       exchange("rep", rep, &ignored, timeout_ms_);
+      if (what == "done" && req.get("stop") == "1") throw PeerStopped(peer_name() + " stopped: " + req.get("status"));
       if (what == "done") return line;
     }
   }
@@ -207,6 +215,7 @@ class NetLauncher final : public Launcher {
     vc.gid_index = o.gid_index;
     vc.remote = t->buffer.data();
     vc.remote_bytes = t->buffer.size() * 8;
+    vc.zero_psn = req.get("zero_psn") == "1";
     t->endpoint = verbs::VerbsEndpoint::open(vc, static_cast<uint32_t>(qps), &err);
     if (!t->endpoint) fail(err);
     // Connected (RTR) before rank 0 learns our QPs, so its first write finds them ready.
@@ -258,6 +267,7 @@ class NetLauncher final : public Launcher {
 
   net::Launch launch_;
   int timeout_ms_;
+  bool stopping_ = false;
   std::unique_ptr<net::OobSession> session_;
 };
 
@@ -303,6 +313,9 @@ const bool registered = [] {
 struct Traffic {
   std::atomic<uint64_t> messages{0}, packets{0}, bytes{0};
   uint32_t mtu = 1024;
+  // mini-gda: the GPU posts; the WQEs its QPs posted since the point began (bytes not known here).
+  std::function<uint64_t()> posted_wqes;
+  uint64_t wqes_before = 0;
 };
 
 class MeteredChannel final : public proxy::Channel {
@@ -356,6 +369,11 @@ class VerbsLink final : public PointLink {
   void finish(std::vector<Record>* records, const std::string& failure) override {
     const auto after = net::read_all_ports(sysfs_root(), gid_index_);
     net::TrafficClaim claim;
+    if (traffic_->posted_wqes) {  // one packet at least per WQE (an RDMA write each)
+      const uint64_t wqes = traffic_->posted_wqes() - traffic_->wqes_before;
+      traffic_->messages = wqes;
+      traffic_->packets = wqes;
+    }
     const uint64_t n = traffic_->messages, packets = traffic_->packets, bytes = traffic_->bytes;
     claim.what = std::to_string(n) + " RDMA writes (" + std::to_string(bytes) + " B) " +
                  (peer_ ? "sent" : "sent and received on one port");
@@ -369,9 +387,7 @@ class VerbsLink final : public PointLink {
     std::string verdict = mine.ok ? "ok" : "failed", reason = mine.reason;
     std::string peer_tx = "null", peer_rx = "null", peer_json;
     if (peer_) {
-      net::Message req;
-      req.set("what", "done");
-      req.set("status", failure.empty() ? "ok" : failure.substr(0, 4000));
+      net::Message req = peer_->done_request(failure);
       req.set_u64("rx_packets", packets);
       req.set_u64("rx_bytes", bytes);
       req.set("claim", std::to_string(n) + " RDMA writes (" + std::to_string(bytes) + " B) received");
@@ -487,6 +503,88 @@ std::unique_ptr<proxy::Backend> open_verbs_path(Run& run, uint32_t qps, void* re
   (void)run, (void)qps, (void)remote, (void)remote_bytes, (void)local, (void)local_bytes;
   throw HardwareMissing("verbs: this build has no rdma-core (libibverbs headers were not found at configure time)");
 #endif
+}
+
+void require_gda_topology(Run& run) {
+  if (two_ranks()) {
+    run.topology = "two-rank";
+  } else if (run.options.topology == "loopback") {
+    run.topology = "loopback";
+  } else {
+    throw HardwareMissing(
+        "nic_backend mlx5 on one rank: launch two ranks (--rank R --world-size 2, srun -n2 or mpirun -np 2), or pass "
+        "--topology loopback to connect each QP to itself");
+  }
+}
+
+GdaConnector gda_peer_connector(Run& run, size_t dst_bytes, std::shared_ptr<PeerBuffer> peer_buffer) {
+  NetLauncher* peer = net_launcher();
+  if (!peer) return nullptr;
+  const Options* o = &run.options;
+  return [peer, o, dst_bytes, peer_buffer](const std::vector<gda::PeerQp>& mine, std::vector<gda::PeerQp>* theirs,
+                                           uint32_t* mtu, std::string* error) {
+    net::Endpoint ep;
+    ep.device = o->nic_device.empty() ? "mlx5" : o->nic_device;
+    ep.port = o->nic_port;
+    ep.gid_index = o->gid_index;
+    ep.mtu = 4096;  // the peer connects at the smaller of its port's and this
+    if (!mine.empty()) {
+      ep.lid = mine[0].lid;
+      std::copy(std::begin(mine[0].gid), std::end(mine[0].gid), ep.gid.begin());
+      ep.roce = mine[0].roce;
+    }
+    for (const auto& q : mine) ep.qps.push_back({q.qpn, 0});  // DEVX QPs start at PSN 0
+    net::Message req;
+    req.set("what", "verbs");
+    req.set_u64("qps", mine.size());
+    req.set_u64("bytes", dst_bytes);
+    req.set("zero_psn", "1");
+    net::put_endpoint(ep, &req);
+    net::Message rep;
+    try {
+      rep = peer->request(req, peer->timeout_ms());
+    } catch (const std::exception& e) {
+      *error = e.what();
+      return false;
+    }
+    net::Endpoint other;
+    if (rep.get("status") != "ok") {
+      *error = peer->peer_name() + ": " + rep.get("status");
+      return false;
+    }
+    if (!net::get_endpoint(rep, &other, error)) return false;
+    theirs->clear();
+    for (const auto& q : other.qps) {
+      gda::PeerQp p;
+      p.qpn = q.qpn;
+      p.lid = other.lid;
+      std::copy(other.gid.begin(), other.gid.end(), p.gid);
+      p.roce = other.roce;
+      theirs->push_back(p);
+    }
+    *mtu = other.mtu;
+    peer_buffer->addr = other.buffer_addr;
+    peer_buffer->rkey = other.rkey;
+    return true;
+  };
+}
+
+void attach_gda_link(Run& run, std::function<uint64_t()> posted_wqes) {
+  auto traffic = std::make_shared<Traffic>();
+  traffic->wqes_before = posted_wqes();
+  traffic->posted_wqes = std::move(posted_wqes);
+  const Options& o = run.options;
+  // The configured device, else the first one (what DevxDevice::open("") takes).
+  std::string device = o.nic_device;
+  if (device.empty()) {
+    const auto ports = net::read_all_ports(sysfs_root(), o.gid_index);
+    if (!ports.empty()) device = ports.front().device;
+  }
+  NetLauncher* peer = net_launcher();
+  auto link = std::make_unique<VerbsLink>(peer, device, o.nic_port, o.gid_index, traffic);
+  link->nic_json_ = net::to_json(net::describe_nic(sysfs_root(), device, o.nic_port, o.gid_index));
+  if (peer) link->peer_host_ = peer->peer_host();
+  run.link = std::move(link);
 }
 
 void fetch_peer_buffer(Run& run, void* remote, size_t bytes) {

@@ -14,9 +14,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "gicomm/gda/peer_qp.h"
 #include "gicomm/proxy/backend.h"
 #include "harness/runner.h"
 
@@ -36,5 +39,25 @@ void fetch_peer_buffer(Run& run, void* remote, size_t bytes);
 
 // Whether the current point runs between two ranks (a launcher is installed).
 bool two_ranks();
+
+// mini-gda's mlx5 placement: where the QPs of the current point connect. One rank: each QP to
+// itself, only when the run says --topology loopback (else HardwareMissing saying how to run it);
+// sets run.topology.
+void require_gda_topology(Run& run);
+
+// Two ranks: what gda::SessionConfig::connect_peer does. The peer opens as many QPs (PSN 0) with a
+// buffer of `dst_bytes` and answers with its QPs, the path MTU, and the buffer's address and rkey
+// (filled into *peer_buffer once the session connected).
+struct PeerBuffer {
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+};
+using GdaConnector = std::function<bool(const std::vector<gda::PeerQp>&, std::vector<gda::PeerQp>*, uint32_t*,
+                                        std::string*)>;
+GdaConnector gda_peer_connector(Run& run, size_t dst_bytes, std::shared_ptr<PeerBuffer> peer_buffer);
+
+// Installs the point's link for mini-gda's mlx5 QPs: `posted_wqes` counts the WQEs the QPs have
+// posted so far (the path proof expects at least one packet each from now on).
+void attach_gda_link(Run& run, std::function<uint64_t()> posted_wqes);
 
 }  // namespace gicomm::bench
