@@ -104,13 +104,22 @@ verdict() {  # verdict NAME RC FILE: PASS when exit 0 and every record ok
   collect "$name" "$file"
 }
 
+# budget STEP LIMIT_S: sets t to the smaller of the limit and the time left; false (the step
+# skipped and counted failed) when too little is left.
+budget() {
+  t=$(left)
+  [ "$t" -gt "$2" ] && t=$2
+  [ "$t" -gt 5 ] && return 0
+  echo "SKIP $1: deadline" | tee -a "$summary"
+  fails=$((fails + 1))
+  return 1
+}
+
 # two_ranks EXPERIMENT DRIVER LIMIT_S [extra flags]
 two_ranks() {
-  local e=$1 drv=$2 limit=$3 t
+  local e=$1 drv=$2
+  budget "two_rank_$e" "$3" || return
   shift 3
-  t=$(left)
-  [ "$t" -gt "$limit" ] && t=$limit
-  if [ "$t" -le 5 ]; then echo "SKIP two_rank_$e: deadline" | tee -a "$summary"; fails=$((fails + 1)); return; fi
   port=$((port + 1))
   t0=$(date +%s)
   local flags="--experiment $e --points $logs/$e.points.jsonl $common --world-size 2 --rendezvous-port $port --peer-timeout-ms 30000"
@@ -130,11 +139,9 @@ two_ranks() {
 
 # loopback EXPERIMENT DRIVER LIMIT_S [extra flags]
 loopback() {
-  local e=$1 drv=$2 limit=$3 t
+  local e=$1 drv=$2
+  budget "loopback_$e" "$3" || return
   shift 3
-  t=$(left)
-  [ "$t" -gt "$limit" ] && t=$limit
-  if [ "$t" -le 5 ]; then echo "SKIP loopback_$e: deadline" | tee -a "$summary"; fails=$((fails + 1)); return; fi
   t0=$(date +%s)
   # shellcheck disable=SC2086
   GICOMM_EMU_SYSFS_DIR=$logs/$e.sysl timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" --experiment "$e" \
