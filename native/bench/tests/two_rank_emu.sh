@@ -5,7 +5,7 @@
 #   two_rank_emu.sh DRIVER WORKDIR GID_INDEX LINK     (LD_LIBRARY_PATH: the emulated rdma-core)
 #   1. two ranks, two points: records on rank 0 only, path_check ok on both ranks, peer provenance
 #   2. rank 0's QPs forced onto another device than --nic-device: the point is failed, with why
-#   3. no rank 1: rank 0 fails within the peer timeout, naming rank 1
+#   3. no rank 1 (no rank 0): the other fails within the peer timeout, naming the missing rank
 #   4. rank 1 with another points file: both refuse, naming the point
 #   5. one rank: refused without --topology loopback (exit 3); with it, a path_check on the record
 set -u
@@ -19,15 +19,15 @@ cat > "$points" <<PTS
 {"point_id": "tr-1", "transport": "mini-proxy", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 1, "rings": 1, "batch": 1, "msgs": 3000}}
 {"point_id": "tr-2", "transport": "mini-proxy", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 2, "rings": 2, "batch": 4, "msgs": 5000}}
 PTS
-common="--experiment proxy_msg_rate --campaign test --host h --platform local --provenance-id t --timeout-ms 20000 --gid-index $gid --nic-device mlx5_0"
-# rank R NAME [extra flags...]: runs rank R of the pair in the background (its own emulated host)
+common="--experiment proxy_msg_rate --campaign test --host h --platform local --provenance-id t --timeout-ms 20000 --gid-index $gid"
+# rank R NAME [extra flags...]: runs rank R of the pair (its own emulated host, device mlx5_R)
 rank() {
   r=$1 name=$2
   shift 2
   # shellcheck disable=SC2086
-  GICOMM_EMU_DEVICES=${DEVICES:-mlx5_0:$link} GICOMM_EMU_SYSFS_DIR=$dir/$name.sys$r \
-    "$bin" $common --points "${PTS:-$points}" --out "$dir/$name.rank$r.jsonl" --rank "$r" --world-size 2 \
-    --rendezvous-port "$port" "$@" > "$dir/$name.rank$r.log" 2>&1
+  GICOMM_EMU_DEVICES=${DEVICES:-mlx5_$r:$link} GICOMM_EMU_SYSFS_DIR=$dir/$name.sys$r \
+    "$bin" $common --nic-device "mlx5_$r" --points "${PTS:-$points}" --out "$dir/$name.rank$r.jsonl" --rank "$r" \
+    --world-size 2 --rendezvous-port "$port" "$@" > "$dir/$name.rank$r.log" 2>&1
 }
 
 # 1. two ranks
@@ -64,6 +64,14 @@ cat "$dir/dead.rank0.log"
 [ ! -s "$dir/dead.rank0.jsonl" ] || bad "dead peer: a record was written"
 port=$((port + 1))
 
+# ... and no rank 0
+start=$(date +%s)
+rank 1 dead --peer-timeout-ms 2000; rc1=$?
+took=$(( $(date +%s) - start ))
+cat "$dir/dead.rank1.log"
+[ $rc1 -eq 1 ] && [ $took -le 15 ] && grep -q 'rank 0' "$dir/dead.rank1.log" || bad "dead rank 0: exit $rc1 after $took s"
+port=$((port + 1))
+
 # 4. rank 1 with another points file
 head -1 "$points" > "$dir/other.jsonl"
 PTS=$dir/other.jsonl rank 1 other & p1=$!
@@ -79,7 +87,7 @@ one() {
   name=$1
   shift
   # shellcheck disable=SC2086
-  GICOMM_EMU_DEVICES=mlx5_0:$link GICOMM_EMU_SYSFS_DIR=$dir/one.sys "$bin" $common --points "$points" \
+  GICOMM_EMU_DEVICES=mlx5_0:$link GICOMM_EMU_SYSFS_DIR=$dir/one.sys "$bin" $common --nic-device mlx5_0 --points "$points" \
     --out "$dir/$name.jsonl" "$@" > "$dir/$name.log" 2>&1
 }
 one single; rc=$?

@@ -4,8 +4,9 @@
 #   native/emu/tools/nic-runs-device.sh
 # Builds only what it needs into ${GICOMM_DEVICE_BUILD:-build/device} (configured with
 # -DGICOMM_CUDA_ARCHS=90; reused when already built), then runs with reduced points, each bounded:
-#   two ranks (two processes, each its own emulated host with its own sysfs view; rank 1 is a
-#   passive target that never touches the GPU, so the two share one H200 without MPS):
+#   two ranks (two processes, each its own emulated host and device, mlx5_0 and mlx5_1, with its
+#   own sysfs view; rank 1 is a passive target that never touches the GPU, so the two share one
+#   H200 without MPS):
 #     gda_one_op, gda_msg_rate, connection_scaling   gicomm-bench-gda, nic_backend mlx5 (DEVX QPs
 #                                                     of rank 0 connected to rank 1's verbs QPs)
 #     proxy_msg_rate                                  gicomm-bench-proxy, nic_backend verbs, GPU
@@ -124,12 +125,12 @@ two_ranks() {
   t0=$(date +%s)
   local flags="--experiment $e --points $logs/$e.points.jsonl $common --world-size 2 --rendezvous-port $port --peer-timeout-ms 30000"
   # shellcheck disable=SC2086
-  GICOMM_EMU_SYSFS_DIR=$logs/$e.sys1 timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" $flags "$@" --rank 1 \
-    --out "$logs/$e.rank1.jsonl" > "$logs/two_rank_$e.rank1.log" 2>&1 &
+  GICOMM_EMU_SYSFS_DIR=$logs/$e.sys1 timeout "$t" "$emu" --devices mlx5_1:ib "$bin/$drv" $flags "$@" --rank 1 \
+    --nic-device mlx5_1 --out "$logs/$e.rank1.jsonl" > "$logs/two_rank_$e.rank1.log" 2>&1 &
   local p1=$!
   # shellcheck disable=SC2086
   GICOMM_EMU_SYSFS_DIR=$logs/$e.sys0 timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" $flags "$@" --rank 0 \
-    --out "$logs/$e.rank0.jsonl" > "$logs/two_rank_$e.rank0.log" 2>&1
+    --nic-device mlx5_0 --out "$logs/$e.rank0.jsonl" > "$logs/two_rank_$e.rank0.log" 2>&1
   local rc=$?
   wait $p1
   local rc1=$?
