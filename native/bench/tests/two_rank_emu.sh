@@ -12,6 +12,9 @@ set -u
 bin=$1 dir=$2 gid=$3 link=$4
 port=$(( 20000 + $$ % 20000 ))
 rm -rf "$dir" && mkdir -p "$dir"
+# The emulation rewrites its counter files once per engine pass: on tmpfs, not the build disk.
+sys=$(mktemp -d /dev/shm/gicomm-two-rank.XXXXXX 2>/dev/null || mktemp -d)
+trap 'rm -rf "$sys"' EXIT
 fails=0
 bad() { echo "two_rank_emu: FAILED: $*"; fails=$((fails + 1)); }
 points=$dir/points.jsonl
@@ -25,7 +28,7 @@ rank() {
   r=$1 name=$2
   shift 2
   # shellcheck disable=SC2086
-  GICOMM_EMU_DEVICES=${DEVICES:-mlx5_$r:$link} GICOMM_EMU_SYSFS_DIR=$dir/$name.sys$r \
+  GICOMM_EMU_DEVICES=${DEVICES:-mlx5_$r:$link} GICOMM_EMU_SYSFS_DIR=$sys/$name.sys$r \
     "$bin" $common --nic-device "mlx5_$r" --points "${PTS:-$points}" --out "$dir/$name.rank$r.jsonl" --rank "$r" \
     --world-size 2 --rendezvous-port "$port" "$@" > "$dir/$name.rank$r.log" 2>&1
 }
@@ -87,13 +90,12 @@ one() {
   name=$1
   shift
   # shellcheck disable=SC2086
-  GICOMM_EMU_DEVICES=mlx5_0:$link GICOMM_EMU_SYSFS_DIR=$dir/one.sys "$bin" $common --nic-device mlx5_0 --points "$points" \
+  GICOMM_EMU_DEVICES=mlx5_0:$link GICOMM_EMU_SYSFS_DIR=$sys/one.sys "$bin" $common --nic-device mlx5_0 --points "$points" \
     --out "$dir/$name.jsonl" "$@" > "$dir/$name.log" 2>&1
 }
 one single; rc=$?
 cat "$dir/single.log"
 [ $rc -eq 3 ] && grep -q 'launch two ranks' "$dir/single.log" || bad "one rank: exit $rc"
-# (small: the emulation serves a QP looped back inside one process far more slowly than the wire)
 echo '{"point_id": "lb-1", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 1, "rings": 1, "msgs": 200}}' \
   > "$dir/loopback.points.jsonl"
 points=$dir/loopback.points.jsonl one loopback --topology loopback; rc=$?

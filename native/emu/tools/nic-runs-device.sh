@@ -55,6 +55,9 @@ fi
 deadline=$(( $(date +%s) + ${DEADLINE_S:-120} ))
 bin=$build/bin
 emu=$bin/gicomm-emu-run
+# The emulation rewrites its counter files once per engine pass: on tmpfs, not the disk.
+sys=$(mktemp -d /dev/shm/gicomm-nicrun.XXXXXX 2>/dev/null || mktemp -d)
+trap 'rm -rf "$sys"' EXIT
 port=$(( 21000 + $$ % 20000 ))
 
 # points EXPERIMENT BACKEND PARAMS_JSON...: a points file, one point per PARAMS_JSON
@@ -125,11 +128,11 @@ two_ranks() {
   t0=$(date +%s)
   local flags="--experiment $e --points $logs/$e.points.jsonl $common --world-size 2 --rendezvous-port $port --peer-timeout-ms 30000"
   # shellcheck disable=SC2086
-  GICOMM_EMU_SYSFS_DIR=$logs/$e.sys1 timeout "$t" "$emu" --devices mlx5_1:ib "$bin/$drv" $flags "$@" --rank 1 \
+  GICOMM_EMU_SYSFS_DIR=$sys/$e.sys1 timeout "$t" "$emu" --devices mlx5_1:ib "$bin/$drv" $flags "$@" --rank 1 \
     --nic-device mlx5_1 --out "$logs/$e.rank1.jsonl" > "$logs/two_rank_$e.rank1.log" 2>&1 &
   local p1=$!
   # shellcheck disable=SC2086
-  GICOMM_EMU_SYSFS_DIR=$logs/$e.sys0 timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" $flags "$@" --rank 0 \
+  GICOMM_EMU_SYSFS_DIR=$sys/$e.sys0 timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" $flags "$@" --rank 0 \
     --nic-device mlx5_0 --out "$logs/$e.rank0.jsonl" > "$logs/two_rank_$e.rank0.log" 2>&1
   local rc=$?
   wait $p1
@@ -145,7 +148,7 @@ loopback() {
   shift 3
   t0=$(date +%s)
   # shellcheck disable=SC2086
-  GICOMM_EMU_SYSFS_DIR=$logs/$e.sysl timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" --experiment "$e" \
+  GICOMM_EMU_SYSFS_DIR=$sys/$e.sysl timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" --experiment "$e" \
     --points "$logs/$e.points.jsonl" $common --topology loopback "$@" --out "$logs/$e.loopback.jsonl" \
     > "$logs/loopback_$e.log" 2>&1
   verdict "loopback_$e" $? "$logs/$e.loopback.jsonl"
