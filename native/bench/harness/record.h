@@ -44,7 +44,7 @@ struct Record {
   std::optional<double> engine_ceiling;
   std::string engine_ceiling_shape;
   // NIC points (mlx5, verbs): the port-counter path proof and the peer rank's provenance, as JSON
-  // objects (harness/two_rank.cpp); empty: absent.
+  // objects (harness/nic_path.cpp); empty: absent.
   std::string path_check, peer;
 
   static Record ok(std::string metric, std::string unit, const Stats& s) {

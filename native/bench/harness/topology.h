@@ -1,5 +1,5 @@
 // Where two-rank runs and NIC paths plug into the harness once, instead of into each driver:
-//  - a two-rank launcher (harness/two_rank.cpp over the library in native/src/net/): this
+//  - a two-rank launcher (harness/net_launcher.cpp over the library in native/src/net/): this
 //    process's rank and its peer from Slurm, mpirun or flags, and the out-of-band exchange. The
 //    runner meets the peer once per run (the points rank 0 will measure) and once per point;
 //    rank 0 measures, rank 1 serves what rank 0's transport factory asks of it (QPs connected to

@@ -1,7 +1,7 @@
 // Two-rank runs and the NIC path of a point (topology.h says where they plug in). The launcher
 // (native/src/net: rank and peer from flags, Slurm or Open MPI; the out-of-band session) is
-// registered with the runner by this file. Rank 0 measures; rank 1 serves what rank 0's transport
-// factory asks of it, over the session:
+// registered with the runner by net_launcher.cpp; the functions below are in nic_path.cpp. Rank 0
+// measures; rank 1 serves what rank 0's transport factory asks of it, over the session:
 //   verbs   open `qps` RC QPs on this rank's device (--nic-device/--nic-port/--gid-index) with a
 //           buffer of `bytes` the peer may write into, connect them to the peer's QPs, read the
 //           port counters, answer with its endpoint (QPNs, LID/GID, PSNs, MTU, address, rkey)
