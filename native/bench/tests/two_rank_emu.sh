@@ -58,22 +58,21 @@ grep -q '"verdict": "failed"' "$dir/wrong.rank0.jsonl" 2>/dev/null &&
 grep -o '"status": "failed", "error": "[^"]*"' "$dir/wrong.rank0.jsonl" | head -1
 port=$((port + 1))
 
-# 3. no rank 1
-start=$(date +%s)
-rank 0 dead --peer-timeout-ms 2000; rc0=$?
-took=$(( $(date +%s) - start ))
-cat "$dir/dead.rank0.log"
-[ $rc0 -eq 1 ] && [ $took -le 15 ] && grep -q 'rank 1' "$dir/dead.rank0.log" || bad "dead peer: exit $rc0 after $took s"
-[ ! -s "$dir/dead.rank0.jsonl" ] || bad "dead peer: a record was written"
-port=$((port + 1))
-
-# ... and no rank 0
-start=$(date +%s)
-rank 1 dead --peer-timeout-ms 2000; rc1=$?
-took=$(( $(date +%s) - start ))
-cat "$dir/dead.rank1.log"
-[ $rc1 -eq 1 ] && [ $took -le 15 ] && grep -q 'rank 0' "$dir/dead.rank1.log" || bad "dead rank 0: exit $rc1 after $took s"
-port=$((port + 1))
+# 3. one rank alone (R) must fail within the peer timeout, naming the other, and write no record
+alone() {
+  r=$1 other=$((1 - $1))
+  start=$(date +%s)
+  rank "$r" dead --peer-timeout-ms 2000
+  rc=$?
+  took=$(( $(date +%s) - start ))
+  cat "$dir/dead.rank$r.log"
+  [ $rc -eq 1 ] && [ $took -le 15 ] && grep -q "rank $other" "$dir/dead.rank$r.log" ||
+    bad "rank $r alone: exit $rc after $took s"
+  [ ! -s "$dir/dead.rank$r.jsonl" ] || bad "rank $r alone: a record was written"
+  port=$((port + 1))
+}
+alone 0
+alone 1
 
 # 4. rank 1 with another points file
 head -1 "$points" > "$dir/other.jsonl"
