@@ -73,8 +73,8 @@ points gda_one_op mlx5 '{"payload": "inline", "variant": "gpu_fence"}' '{"payloa
 points gda_msg_rate mlx5 \
   '{"mode": "thread", "blocks": 1, "threads": 1, "qps": 1, "batch": 16, "payload": "inline", "wqes": 20000}' \
   '{"mode": "thread", "blocks": 16, "threads": 1, "qps": 16, "batch": 16, "payload": "inline", "wqes": 40000}'
-points connection_scaling mlx5 '{"active_qps": 16, "writes_per_visit": 32, "size": 8, "producers": 16}' \
-  '{"active_qps": 256, "writes_per_visit": 32, "size": 8, "producers": 64}'
+# (each point posts at least 2 M writes: one point, the reduced sweep's first)
+points connection_scaling mlx5 '{"active_qps": 64, "writes_per_visit": 32, "size": 8, "producers": 64}'
 points proxy_msg_rate verbs '{"mode": "rate", "workers": 1, "rings": 1, "batch": 16, "msgs": 20000, "state": "warm", "warm_ms": 100}' \
   '{"mode": "rate", "workers": 2, "rings": 2, "batch": 4, "msgs": 20000, "state": "warm", "warm_ms": 100}'
 
@@ -155,14 +155,14 @@ loopback() {
 }
 
 # shellcheck disable=SC2086
-two_ranks gda_one_op gicomm-bench-gda 25 $loops
-two_ranks gda_msg_rate gicomm-bench-gda 20 --iters 1
-two_ranks connection_scaling gicomm-bench-gda 30 --iters 1
-two_ranks proxy_msg_rate gicomm-bench-proxy 20 --iters 1
+two_ranks gda_one_op gicomm-bench-gda 15 $loops
+two_ranks gda_msg_rate gicomm-bench-gda 15 --iters 1
+two_ranks connection_scaling gicomm-bench-gda 35 --iters 1
+two_ranks proxy_msg_rate gicomm-bench-proxy 15 --iters 1
 # shellcheck disable=SC2086
-loopback gda_one_op gicomm-bench-gda 15 $loops
-loopback gda_msg_rate gicomm-bench-gda 15 --iters 1
-loopback connection_scaling gicomm-bench-gda 20 --iters 1
+loopback gda_one_op gicomm-bench-gda 10 $loops
+loopback gda_msg_rate gicomm-bench-gda 10 --iters 1
+loopback connection_scaling gicomm-bench-gda 25 --iters 1
 echo "$([ $fails -eq 0 ] && echo ALL PASS || echo "$fails FAILED") ($(date -u +%FT%TZ))" | tee -a "$summary"
 pack
 exit $(( fails == 0 ? 0 : 1 ))
