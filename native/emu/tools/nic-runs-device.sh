@@ -20,7 +20,10 @@
 # rdma_provider "emulated" (once the records are schema version 2), peer.nic on two-rank steps.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The device safety settings, and the carried wheels (.whl/: the harness's build needs the
+# nlohmann-json headers where Debian's package is absent).
+# shellcheck source=../../../tools/device-env.sh
+. tools/device-env.sh
 out=${OUT:-/tmp/gicomm-nicrun-out}/nicrun
 build=${GICOMM_DEVICE_BUILD:-build/device}
 logs=$out/logs
