@@ -12,9 +12,9 @@
 namespace gicomm::bench {
 
 // The record schema version this harness writes. Version 2 carries the transport and the NIC
-// backend beside the params (never in them) and the optional provenance fields below; it is
-// written once the pipeline's reader takes it (workflow/gicomm/records.py).
-constexpr int kRecordSchemaVersion = 1;
+// backend beside the params (never in them) and the optional provenance fields below
+// (workflow/gicomm/records.py reads both versions).
+constexpr int kRecordSchemaVersion = 2;
 
 struct Stats {
   long long n = 0;

@@ -43,6 +43,7 @@ cat "$dir/pair.rank0.log" "$dir/pair.rank1.log"
 [ "$(grep -c '"verdict": "ok"' "$dir/pair.rank0.jsonl" 2>/dev/null)" = 2 ] || bad "two ranks: path_check not ok"
 grep -q '"peer_rx_bytes": [1-9]' "$dir/pair.rank0.jsonl" || bad "two ranks: no bytes received by the peer"
 grep -q '"peer": {"rank": 1' "$dir/pair.rank0.jsonl" || bad "two ranks: no peer provenance"
+[ "$(grep -c '"topology": "two-rank"' "$dir/pair.rank0.jsonl")" = 2 ] || bad "two ranks: topology is not two-rank"
 [ ! -s "$dir/pair.rank1.jsonl" ] || bad "two ranks: rank 1 wrote records"
 head -c 1500 "$dir/pair.rank0.jsonl"; echo
 port=$((port + 1))
@@ -99,7 +100,8 @@ echo '{"point_id": "lb-1", "nic_backend": "verbs", "params": {"mode": "rate", "w
   > "$dir/loopback.points.jsonl"
 points=$dir/loopback.points.jsonl one loopback --topology loopback; rc=$?
 cat "$dir/loopback.log"
-[ $rc -eq 0 ] && [ "$(grep -c '"path_check": {' "$dir/loopback.jsonl")" = 1 ] || bad "loopback: exit $rc"
+[ $rc -eq 0 ] && [ "$(grep -c '"path_check": {' "$dir/loopback.jsonl")" = 1 ] &&
+  grep -q '"topology": "loopback"' "$dir/loopback.jsonl" || bad "loopback: exit $rc"
 grep -o '"verdict": "[a-z]*"' "$dir/loopback.jsonl" | sed 's/^/loopback /'
 
 [ $fails -eq 0 ] && echo "two_rank_emu: ok" || { echo "two_rank_emu: $fails checks FAILED"; exit 1; }
