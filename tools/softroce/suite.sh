@@ -11,7 +11,11 @@
 #                    rxe0, rank 1 on rxe1: 8-byte inline writes, then 4 KiB writes of 4 packets
 #   4. wrong device  rank 0 configured on rxe0 but forced to send over rxe1: the counter check must
 #                    fail the point and name rxe1
-#   5. --also        each extra program, run as given (e.g. a verbs test suite that takes device
+#   5. driver        the benchmark harness's two-rank run (gicomm-test-two-rank: the drivers' runner,
+#                    launcher, out-of-band session, peer service and path proof, mini-proxy's verbs
+#                    workers fed by CPU producers, as gicomm-bench-proxy needs a GPU): rank 0 on
+#                    rxe0 writes records, rank 1 on rxe1 serves; path_check ok on both ranks
+#   6. --also        each extra program, run as given (e.g. a verbs test suite that takes device
 #                    names: --also 'build/ctest/bin/some_suite --device rxe0 --peer rxe1')
 # Latency under TCG is meaningless; every step has a generous time limit instead.
 set -uo pipefail
@@ -84,6 +88,21 @@ wrong_device() {
   echo "caught: $(grep -o 'path check failed[^"]*' "$OUT/r0.json" | head -1)"
 }
 
+driver() {
+  local bin=$BIN/gicomm-test-two-rank pts=$OUT/driver.points.jsonl
+  echo '{"point_id": "rxe-1", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 2, "rings": 2, "batch": 4, "msgs": 1000}}' >"$pts"
+  local common=(--experiment proxy_msg_rate --points "$pts" --campaign softroce --host guest --platform softroce
+    --provenance-id softroce --timeout-ms 60000 --gid-index "$GID" --world-size 2 --rendezvous-port 17603)
+  "$bin" "${common[@]}" --rank 1 --nic-device rxe1 --out "$OUT/driver1.jsonl" 2>"$OUT/driver1.err" &
+  local pid=$!
+  "$bin" "${common[@]}" --rank 0 --nic-device rxe0 --out "$OUT/driver0.jsonl" 2>"$OUT/driver0.err"
+  local rc0=$?
+  wait "$pid"
+  local rc1=$?
+  cat "$OUT/driver0.err" "$OUT/driver1.err" "$OUT/driver0.jsonl"
+  ((rc0 == 0 && rc1 == 0)) && grep -q '"verdict": "ok"' "$OUT/driver0.jsonl" && grep -q '"status": "ok"' "$OUT/driver0.jsonl"
+}
+
 echo "suite: $(uname -r), devices: $(ls /sys/class/infiniband | tr '\n' ' ')"
 for f in "$BIN/proxy_verbs_test" "$BIN/gicomm-pair-check"; do
   [[ -x $f ]] || { echo "suite: $f is missing (a native build with rdma-core is needed)"; exit 2; }
@@ -91,9 +110,15 @@ done
 step loopback "$BIN/proxy_verbs_test" --device rxe0 --gid-index "$GID"
 step two-ports "$BIN/proxy_verbs_test" --device rxe0 --peer-device rxe1 --gid-index "$GID"
 export BIN GID OUT
-export -f pair two_ranks wrong_device
+export -f pair two_ranks wrong_device driver
 step two-ranks bash -c two_ranks
 step wrong-device bash -c wrong_device
+if [[ -x $BIN/gicomm-test-two-rank ]]; then
+  step driver bash -c driver
+else
+  echo "suite: $BIN/gicomm-test-two-rank is missing: the driver step is not run"
+  failed+=("driver (missing)")
+fi
 for cmd in "${EXTRA[@]}"; do
   # shellcheck disable=SC2086 # the extra command is given as one string of words
   step "also: $cmd" $cmd

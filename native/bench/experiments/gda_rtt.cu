@@ -6,6 +6,7 @@
 
 #include "gda.cuh"
 #include "gicomm/common/clock.cuh"
+#include "harness/two_rank.h"
 
 using namespace gicomm;
 using namespace gicomm::gda;
@@ -57,6 +58,10 @@ std::vector<Record> gda_rtt(Run& run) { return measure_rtt(run); }
 
 std::vector<Record> measure_rtt(Run& run) {
   const bool inl = run.param<std::string>("payload") == "inline";
+  // The answer comes from a second block polling the flag in this GPU's memory: between two ranks
+  // it would need a responder kernel on the peer, which rank 1 (a passive target) does not run.
+  if (run.nic_backend == NicBackend::mlx5 && two_ranks())
+    throw PointFailure("bad parameter: the round trip with nic_backend mlx5 runs on one rank (--topology loopback), not two");
   GdaRig& rig = GdaRig::reuse(gda_config(run, 2), gda_memory(1 << 20));
   // Reset the flags (a previous point used the same values).
   if (rig.dst().pinned) {

@@ -26,6 +26,7 @@
 #include "harness/cuda.h"
 #include "harness/harness.h"
 #include "harness/proxy_rig.h"
+#include "harness/two_rank.h"
 #include "proxy/workers.h"
 #include "proxy/gpu_completion.h"
 #include "proxy/producers.h"
@@ -84,7 +85,10 @@ std::vector<Record> measure(Run& run) {
   const Config c = parse(run);
   const NicBackend nic = run.nic();
   run.rdma_provider = require_proxy_backend(nic);
-  if (nic == NicBackend::verbs) run.topology = "loopback";  // each worker's QP is connected to a second one
+  // The pong polls its destination in this process's memory: between two ranks it would need a
+  // responder on the peer's GPU, which rank 1 (a passive target) does not run.
+  if (c.mode == "pingpong" && nic == NicBackend::verbs && two_ranks())
+    throw PointFailure("bad parameter: mode pingpong with nic_backend verbs runs on one rank (--topology loopback), not two");
   if (gpu_count() == 0) throw HardwareMissing("no CUDA device: gicomm-bench-proxy needs a GPU producer");
   if (cudaSetDevice(0) != cudaSuccess) throw HardwareMissing("cannot use CUDA device 0");
   const bool issue = c.mode != "rate";  // issue and pingpong: one op outstanding, per-op samples

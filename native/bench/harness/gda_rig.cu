@@ -6,6 +6,7 @@
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/mlx5/cqe.h"
 #include "harness/engine_shape.h"
+#include "harness/two_rank.h"
 #if defined(GICOMM_BENCH_WITH_MLX5)
 #include "gicomm/mlx5dev/devx.h"
 #endif
@@ -66,9 +67,10 @@ gda::SessionConfig gda_config(Run& run, uint32_t qps) {
     std::string reason;
     if (!gicomm::mlx5dev::DevxDevice::open("", &reason)) throw HardwareMissing("nic backend mlx5: " + reason);
     if (gpu_count() == 0) throw HardwareMissing("no CUDA GPU visible");
-    run.doorbell_target = "uar-iomem";
     run.rdma_provider = gicomm::mlx5dev::rdma_provider();  // "emulated" under native/emu
-    run.topology = "loopback";  // every RC QP is connected to itself
+    require_gda_topology(run);  // to the peer rank's QPs, or each QP to itself (--topology loopback)
+    c.mlx5_device = run.options.nic_device;
+    c.mlx5_gid_index = static_cast<uint8_t>(run.options.gid_index);
     return c;
 #else
     throw HardwareMissing("nic backend mlx5: this build has no rdma-core");
@@ -99,12 +101,28 @@ gda::SessionConfig gda_config(Run& run, uint32_t qps) {
 
 GdaRig::GdaRig(const gda::SessionConfig& cfg, const GdaMemory& mem) : cfg_(cfg), mem_(mem) {
   const NicBackend backend = *nic_backend_named(cfg.engine);
+  Run* run = current_run();
+  // Two ranks: the QPs connect to the peer's, and the writes land in the peer's buffer.
+  std::shared_ptr<PeerBuffer> peer_dst;
+  if (backend == NicBackend::mlx5 && two_ranks() && run) {
+    peer_dst = std::make_shared<PeerBuffer>();
+    cfg_.connect_peer = gda_peer_connector(*run, mem.dst_bytes, peer_dst);
+  }
   GICOMM_CUDA(cudaSetDevice(cfg.producer_device));
-  session_ = std::make_unique<gda::Session>(cfg);
+  session_ = std::make_unique<gda::Session>(cfg_);
   dst_ = std::make_unique<NicBuffer>(backend, mem.dst_device, mem.dst_bytes);
   if (mem.src_bytes) src_ = std::make_unique<NicBuffer>(backend, mem.src_device, mem.src_bytes);
   target_.dst = reinterpret_cast<uint64_t>(dst_->p);
   target_.rkey = session_->register_mr(dst_->p, mem.dst_bytes, mem.dst_access).rkey;
+  if (peer_dst) {
+    target_.dst = peer_dst->addr;
+    target_.rkey = peer_dst->rkey;
+  }
+  tally_->session = session_.get();
+  if (backend == NicBackend::mlx5 && run) {
+    run->doorbell_target = session_->doorbell_target();  // uar-iomem, or pinned-host where IoMemory is refused
+    attach_link(*run);
+  }
   if (src_) {
     target_.src = reinterpret_cast<uint64_t>(src_->p);
     target_.lkey = session_->register_mr(src_->p, mem.src_bytes, mem.src_access).lkey;
@@ -115,6 +133,15 @@ GdaRig::GdaRig(const gda::SessionConfig& cfg, const GdaMemory& mem) : cfg_(cfg),
 }
 
 GdaRig::~GdaRig() {
+  // The point's link may count the WQEs after the rig is gone (a rig local to an experiment);
+  // only the mlx5 placement has one (a copy here would wait for a same-GPU engine kernel).
+  if (cfg_.engine == "mlx5") {
+    try {
+      tally_->last = posted_wqes(*session_);
+    } catch (const std::exception&) {
+    }
+  }
+  tally_->session = nullptr;
   if (!same_gpu_) return;
   // The engine shares the GPU: stop it before anything is freed (a free would wait for it).
   try {
@@ -126,11 +153,28 @@ GdaRig::~GdaRig() {
   release_deferred_frees();
 }
 
+uint64_t GdaRig::posted_wqes(const gda::Session& s) {
+  uint64_t n = 0;
+  for (const auto& q : s.read_qps()) n += q.resv_head;  // WQEBBs: one per write WQE of mini-gda
+  return n;
+}
+
+void GdaRig::attach_link(Run& run) {
+  auto tally = tally_;
+  attach_gda_link(run, [tally] { return tally->session ? posted_wqes(*tally->session) : tally->last; });
+}
+
 GdaRig& GdaRig::reuse(const gda::SessionConfig& cfg, const GdaMemory& mem) {
   static std::unique_ptr<GdaRig> rig;
+  // Between two ranks the peer's QPs live for one point: a new session each point.
   if (rig && !rig->broken_ && same_session(rig->cfg_, cfg) && rig->mem_.dst_bytes >= mem.dst_bytes &&
-      rig->mem_.src_bytes >= mem.src_bytes)
+      rig->mem_.src_bytes >= mem.src_bytes && !(cfg.engine == "mlx5" && two_ranks())) {
+    if (cfg.engine == "mlx5" && current_run()) {
+      current_run()->doorbell_target = rig->session().doorbell_target();
+      rig->attach_link(*current_run());
+    }
     return *rig;
+  }
   rig.reset();
   rig = std::make_unique<GdaRig>(cfg, mem);
   return *rig;

@@ -89,6 +89,15 @@ class GdaRig {
   void verify(uint64_t wqes, std::optional<uint64_t> bytes = std::nullopt, const std::string& detail = "");
 
  private:
+  // The WQEs the session's QPs posted (their reserved WQEBBs), for the point's path proof; kept
+  // when the rig goes before the point ends.
+  struct Tally {
+    const gda::Session* session = nullptr;
+    uint64_t last = 0;
+  };
+  static uint64_t posted_wqes(const gda::Session& s);
+  void attach_link(Run& run);
+  std::shared_ptr<Tally> tally_ = std::make_shared<Tally>();
   gda::SessionConfig cfg_;
   GdaMemory mem_;
   std::unique_ptr<gda::Session> session_;

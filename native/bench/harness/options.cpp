@@ -29,7 +29,8 @@ std::string usage(const std::string& program) {
   return "usage: " + program +
          " --experiment NAME (--points POINTS.jsonl | --param key=value ... [--transport T] [--nic-backend B]) "
          "--out OUT.jsonl --campaign C --host H --platform P --provenance-id ID [--run-index N] [--warmup W] "
-         "[--iters N] [--timeout-ms T]\n       " +
+         "[--iters N] [--timeout-ms T] [--nic-device D] [--nic-port N] [--gid-index N] [--topology loopback] "
+         "[--rank R --world-size 2 [--rendezvous HOST[:PORT]] [--rendezvous-port P] [--peer-timeout-ms T]]\n       " +
          program + " --list";
 }
 
@@ -98,7 +99,20 @@ int parse_options(int argc, char** argv, Options* o, std::string* error) {
         return 2;
       }
       o->nic_backend = v;
-    } else if (a == "--rank" || a == "--world-size" || a == "--rendezvous" || a == "--rendezvous-port") {
+    } else if (a == "--nic-device") {
+      o->nic_device = v;
+    } else if (a == "--nic-port") {
+      if (!to_int(&o->nic_port, 1)) return 2;
+    } else if (a == "--gid-index") {
+      if (!to_int(&o->gid_index, 0)) return 2;
+    } else if (a == "--topology") {
+      if (v != "loopback") {
+        *error = "--topology " + v + ": allowed: loopback (two ranks come from the launcher: --rank, srun, mpirun)";
+        return 2;
+      }
+      o->topology = v;
+    } else if (a == "--rank" || a == "--world-size" || a == "--rendezvous" || a == "--rendezvous-port" ||
+               a == "--peer-timeout-ms") {
       o->launch_flags[a.substr(2)] = v;
     } else if (a == "--param") {
       const size_t eq = v.find('=');

@@ -22,6 +22,13 @@ struct Options {
   // Two ranks: --rank, --world-size, --rendezvous, --rendezvous-port (name without dashes ->
   // value), for the launcher library (harness/topology.h).
   std::map<std::string, std::string> launch_flags;
+  // The RDMA port of the mlx5 and verbs backends (--nic-device, --nic-port, --gid-index; "": the
+  // first device), and --topology loopback: one process connects its QPs to its own device (a NIC
+  // point on one rank is refused without it).
+  std::string nic_device;
+  int nic_port = 1;
+  int gid_index = 0;
+  std::string topology;
   bool list = false;  // --list: print the experiments this driver serves
 };
 

@@ -1,6 +1,7 @@
 #include "harness/proxy_rig.h"
 
 #include "gicomm/proxy/softnic_backend.h"
+#include "harness/two_rank.h"
 #if defined(GICOMM_BENCH_WITH_VERBS)
 #include "gicomm/verbs/verbs_backend.h"
 #endif
@@ -67,15 +68,11 @@ void ProxyRig::start(NicBackend b, HostRegion remote, HostRegion local, bool par
     backend = proxy::make_null_backend(256);
   } else {
     require_proxy_backend(b);
-#if defined(GICOMM_BENCH_WITH_VERBS)
-    gicomm::verbs::VerbsConfig vc;
-    vc.remote = remote.p;
-    vc.remote_bytes = remote.bytes;
-    vc.local = local.p;
-    vc.local_bytes = local.bytes;
-    backend = gicomm::verbs::make_verbs_backend(vc, &err);
-    if (!backend) throw HardwareMissing(err);
-#endif
+    // Between two ranks (the writes land in the peer's buffer) or looped back on one device.
+    Run* run = current_run();
+    if (!run) throw PointFailure("mini-proxy verbs: no point is being measured");
+    backend = open_verbs_path(*run, spec.workers, remote.p, remote.bytes, local.p, local.bytes);
+    remote_ = remote;
   }
   proxy::PoolConfig pc;
   pc.workers = spec.workers;
@@ -96,7 +93,10 @@ void ProxyRig::start(NicBackend b, HostRegion remote, HostRegion local, bool par
 }
 
 bool ProxyRig::drain(const std::vector<uint64_t>& expected, std::string* err) {
-  return pool->stop(&expected, spec.timeout_ns, err);
+  if (!pool->stop(&expected, spec.timeout_ns, err)) return false;
+  // Every write completed (RC: placed at the target): the peer's buffer, where the checks look.
+  if (remote_.p && current_run()) fetch_peer_buffer(*current_run(), remote_.p, remote_.bytes);
+  return true;
 }
 
 void ProxyRig::stop_engine() {

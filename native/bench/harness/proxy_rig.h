@@ -62,7 +62,8 @@ class ProxyRig {
   // configuration refuses fails the point with the pool's reason.
   void start(NicBackend backend, HostRegion remote, HostRegion local, bool parked);
   // Stops the pool once every ring drained `expected` tickets (the engine keeps running); false
-  // with the reason in `err`. The pool's stats stay readable.
+  // with the reason in `err`. The pool's stats stay readable. Between two ranks, the peer's
+  // buffer is then copied into the `remote` region, so the data checks read what landed there.
   bool drain(const std::vector<uint64_t>& expected, std::string* err);
   // Stops the softnic engine (if any) and fails the point when it reported error CQEs.
   void stop_engine();
@@ -83,6 +84,9 @@ class ProxyRig {
   std::unique_ptr<proxy::Backend> backend;
   std::unique_ptr<proxy::WorkerPool> pool;
   std::unique_ptr<softnic::CpuEngine> engine;
+
+ private:
+  HostRegion remote_;  // verbs: where the writes land (between two ranks, a copy of the peer's)
 };
 
 // Refuses a NIC backend the mini-proxy workers cannot post to on this host, before any GPU work:

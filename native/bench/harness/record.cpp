@@ -91,6 +91,8 @@ std::string record_to_json(const Record& r, const Options& o, const DriverInfo& 
   }
   if (r.engine_ceiling) j["engine_ceiling"] = json_number_value(*r.engine_ceiling);
   if (!r.engine_ceiling_shape.empty()) j["engine_ceiling_shape"] = r.engine_ceiling_shape;
+  if (!r.path_check.empty()) j["path_check"] = Json::parse(r.path_check);
+  if (!r.peer.empty()) j["peer"] = Json::parse(r.peer);
   j["run_index"] = o.run_index;
   j["provenance_id"] = o.provenance_id;
   j["status"] = r.status;

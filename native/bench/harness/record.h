@@ -12,9 +12,9 @@
 namespace gicomm::bench {
 
 // The record schema version this harness writes. Version 2 carries the transport and the NIC
-// backend beside the params (never in them) and the optional provenance fields below; it is
-// written once the pipeline's reader takes it (workflow/gicomm/records.py).
-constexpr int kRecordSchemaVersion = 1;
+// backend beside the params (never in them) and the optional provenance fields below
+// (workflow/gicomm/records.py reads both versions).
+constexpr int kRecordSchemaVersion = 2;
 
 struct Stats {
   long long n = 0;
@@ -43,6 +43,9 @@ struct Record {
   // same run, and the shape in words (harness/engine_ceiling.h); absent elsewhere.
   std::optional<double> engine_ceiling;
   std::string engine_ceiling_shape;
+  // NIC points (mlx5, verbs): the port-counter path proof and the peer rank's provenance, as JSON
+  // objects (harness/nic_path.cpp); empty: absent.
+  std::string path_check, peer;
 
   static Record ok(std::string metric, std::string unit, const Stats& s) {
     Record r;

@@ -79,7 +79,35 @@ int list_experiments(const std::string& program) {
   return rc;
 }
 
+Run*& current() {
+  static Run* r = nullptr;
+  return r;
+}
+
+// Rank 1 of a two-rank run: serves each point rank 0 measures; writes no records.
+int serve_points(const std::string& program, const Options& o, Launcher& peer, const std::vector<std::string>& ids) {
+  size_t index = 0;
+  for (const std::string& id : ids) {
+    ++index;
+    try {
+      peer.begin_point(id);
+      const std::string line = peer.serve_point(o);
+      std::fprintf(stderr, "[gicomm] rank %d served point %zu/%zu id=%s: %s\n", peer.rank(), index, ids.size(),
+                   id.c_str(), line.c_str());
+    } catch (const PeerStopped& e) {
+      std::fprintf(stderr, "%s: rank %d, point %s: %s\n", program.c_str(), peer.rank(), id.c_str(), e.what());
+      return 3;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: rank %d, point %s: %s\n", program.c_str(), peer.rank(), id.c_str(), e.what());
+      return 1;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
+
+Run* current_run() { return current(); }
 
 Registration::Registration(const char* name, ExperimentFn fn) { registry()[name] = std::move(fn); }
 
@@ -143,23 +171,51 @@ int run_driver(int argc, char** argv) {
     return 1;
   }
   const DriverInfo info{program, "", ""};
+  Launcher* const peer = launcher();
+  std::vector<const Point*> todo;
+  for (const Point& p : points)
+    if (!done.count(p.point_id)) todo.push_back(&p);
+  if (peer) {
+    // Rank 0 says which points it will measure (what its --out has not recorded yet); rank 1,
+    // which writes no records, serves exactly those.
+    std::vector<std::string> ids;
+    if (peer->rank() == 0) {
+      for (const Point* p : todo) ids.push_back(p->point_id);
+    } else {
+      for (const Point& p : points) ids.push_back(p.point_id);
+    }
+    try {
+      ids = peer->begin_run(o.experiment, o.run_index, ids);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+      return 1;
+    }
+    if (peer->rank() != 0) return serve_points(program, o, *peer, ids);
+  }
   // The software NIC's ceiling of each distinct WQE shape of the points to measure, once, before a
-  // transport holds an engine (harness/engine_ceiling.h).
-  for (const Point& given : points) {
+  // transport holds an engine (harness/engine_ceiling.h); rank 1 measures nothing.
+  for (const Point* given : todo) {
     std::optional<Transport> transport;
     std::optional<NicBackend> backend;
-    if (done.count(given.point_id) || !resolve(*spec, given, &transport, &backend).empty()) continue;
-    prepare_engine_ceiling(Run(given, o, *spec, transport, backend));
+    if (!resolve(*spec, *given, &transport, &backend).empty()) continue;
+    prepare_engine_ceiling(Run(*given, o, *spec, transport, backend));
   }
-  size_t index = 0;
-  for (const Point& given : points) {
+  size_t index = points.size() - todo.size();
+  for (const Point& given : points)
+    if (done.count(given.point_id))
+      std::fprintf(stderr, "[gicomm] point id=%s already recorded, skipped\n", given.point_id.c_str());
+  for (const Point* todo_point : todo) {
+    const Point& given = *todo_point;
     ++index;
-    if (done.count(given.point_id)) {
-      std::fprintf(stderr, "[gicomm] point %zu/%zu id=%s already recorded, skipped\n", index, points.size(),
-                   given.point_id.c_str());
-      continue;
-    }
     const auto t0 = std::chrono::steady_clock::now();
+    if (peer) {
+      try {
+        peer->begin_point(given.point_id);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: point %s: %s\n", program.c_str(), given.point_id.c_str(), e.what());
+        return 1;
+      }
+    }
     std::optional<Transport> transport;
     std::optional<NicBackend> backend;
     std::string bad = resolve(*spec, given, &transport, &backend);
@@ -172,22 +228,43 @@ int run_driver(int argc, char** argv) {
     if (transport) p.transport = name_of(*transport);
     if (backend) p.nic_backend = name_of(*backend);
     Run run(p, o, *spec, transport, backend);
-    // Provenance every record of the point carries (schema version 2); the factory adds more.
-    if (launcher()) run.topology = "two-rank";
+    // Provenance every record of the point carries (schema version 2): the factory sets the
+    // topology of a NIC path (two-rank or loopback); a point without one is single-process, even
+    // in a two-rank run (its peer only waits).
     std::vector<Record> records;
-    std::string summary;
+    std::string summary, failure;
+    int missing_rc = 0;
+    current() = &run;
     try {
       if (!bad.empty()) throw PointFailure("bad parameter: " + bad);
       records = fn->second(run);
       attach_engine_ceiling(run, records);
-      for (const Record& r : records)
-        if (r.stats && summary.empty()) summary = r.metric + " p50=" + json_number(r.stats->p50) + " " + r.unit;
     } catch (const HardwareMissing& e) {
       std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
-      return 3;
+      failure = e.what();
+      missing_rc = 3;
     } catch (const std::exception& e) {
       records.assign(1, Record::failed("point", "none", e.what()));
-      summary = std::string("FAILED: ") + e.what();
+      failure = e.what();
+    }
+    current() = nullptr;
+    if (missing_rc && peer) peer->stop_after_point();
+    // The NIC path is finished (the peer released, counters checked) even when the point failed.
+    try {
+      if (run.link) {
+        run.link->finish(&records, failure);
+      } else if (peer) {
+        peer->end_point(failure);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: point %s: %s\n", program.c_str(), p.point_id.c_str(), e.what());
+      return 1;
+    }
+    run.link.reset();
+    if (missing_rc) return missing_rc;
+    for (const Record& r : records) {
+      if (r.stats && summary.empty()) summary = r.metric + " p50=" + json_number(r.stats->p50) + " " + r.unit;
+      if (r.status != "ok" && summary.empty()) summary = "FAILED: " + r.error;
     }
     std::string lines;
     try {

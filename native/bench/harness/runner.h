@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "harness/params.h"
 #include "harness/points.h"
 #include "harness/record.h"
+#include "harness/topology.h"
 
 namespace gicomm::bench {
 
@@ -64,7 +66,13 @@ class Run {
   // Provenance the transport factory fills when it knows it; every record of the point inherits
   // it (record fields rdma_provider, doorbell_target, topology).
   std::string rdma_provider, doorbell_target, topology = "single-process";
+  // The point's NIC path, when the transport factory made one (finished by the runner).
+  std::unique_ptr<PointLink> link;
 };
+
+// The point being measured (nullptr between points): the transport factory reads the run's NIC
+// options and installs the point's link through it.
+Run* current_run();
 
 using ExperimentFn = std::function<std::vector<Record>(Run&)>;
 

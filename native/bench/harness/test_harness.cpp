@@ -285,20 +285,31 @@ void unicode() {
 }
 
 // The seam of a two-rank launcher: without one linked in, launch flags are refused; with one, it
-// is made once from the flags and the experiment sees it.
+// is made once from the flags; rank 0 measures and writes records, rank 1 serves each point rank 0
+// announced and writes none.
 struct FakeLauncher : Launcher {
   int r;
   explicit FakeLauncher(int rank) : r(rank) {}
   int rank() const override { return r; }
   int world() const override { return 2; }
-  int peer() const override { return 1 - r; }
-  std::string exchange(const std::string&, const std::string& mine, int) override { return mine; }
+  std::string peer_name() const override { return "rank " + std::to_string(1 - r); }
+  std::vector<std::string> begin_run(const std::string&, int, const std::vector<std::string>& points) override {
+    return points;
+  }
+  void begin_point(const std::string&) override {}
+  void end_point(const std::string&) override {}
+  void stop_after_point() override {}
+  std::string serve_point(const Options&) override {
+    ++served;
+    return "served";
+  }
+  static inline int served = 0;
 };
 
 void launcher_seam() {
   const std::string out = dir + "/ranks.jsonl";
   auto args = common("timer_selfcheck", out);
-  args.insert(args.end(), {"--param", "injected_ns=100", "--rank", "1", "--world-size", "2"});
+  args.insert(args.end(), {"--param", "injected_ns=100", "--rank", "0", "--world-size", "2"});
   std::string err;
   CHECK(run(args, &err) == 2 && err.find("--rank: this driver runs in one process") != std::string::npos, "%s",
         err.c_str());
@@ -309,7 +320,13 @@ void launcher_seam() {
     }
     return std::unique_ptr<Launcher>(new FakeLauncher(std::stoi(flags.at("rank"))));
   });
-  CHECK(run(args, &err) == 0 && seen_rank == 1, "rank %d: %s", seen_rank, err.c_str());
+  CHECK(run(args, &err) == 0 && seen_rank == 0 && lines_of(out).size() == 1, "rank %d: %s", seen_rank, err.c_str());
+  const std::string out1 = dir + "/rank1.jsonl";
+  auto args1 = common("timer_selfcheck", out1);
+  args1.insert(args1.end(), {"--param", "injected_ns=100", "--rank", "1", "--world-size", "2"});
+  const int before = calls;
+  CHECK(run(args1, &err) == 0 && calls == before && FakeLauncher::served == 1 && lines_of(out1).empty(),
+        "rank 1 measured (%d calls) or served %d points: %s", calls - before, FakeLauncher::served, err.c_str());
   args.resize(args.size() - 4);
   CHECK(run(args, &err) == 2 && err.find("no --rank") != std::string::npos, "%s", err.c_str());
   register_launcher_factory(nullptr);

@@ -173,8 +173,10 @@ void Session::init_mlx5() {
   if (!q->dev->register_umem(q->buf, bytes, &q->umem, &reason)) fail(reason);
   uint32_t log_sq = 0;
   while ((1u << log_sq) < cfg_.sq_wqebbs) ++log_sq;
-  const mlx5dev::ConnectParams params;
+  mlx5dev::ConnectParams params;
+  params.gid_index = cfg_.mlx5_gid_index;
   std::vector<DeviceQp> host(n);
+  std::vector<PeerQp> mine(n);
   q->cqs.reserve(n);
   q->qps.reserve(n);
   for (uint32_t i = 0; i < n; ++i) {
@@ -188,8 +190,12 @@ void Session::init_mlx5() {
       fail(which + reason);
     q->qps.push_back(qp);
     mlx5dev::QpAddress self;
-    if (!q->dev->local_address(qp, params, &self, &reason) || !q->dev->connect_rc_qp(qp, self, params, &reason))
-      fail(which + reason);
+    if (!q->dev->local_address(qp, params, &self, &reason)) fail(which + reason);
+    mine[i].qpn = self.qpn;
+    mine[i].lid = self.lid;
+    std::copy(std::begin(self.gid), std::end(self.gid), mine[i].gid);
+    mine[i].roce = self.roce;
+    if (!cfg_.connect_peer && !q->dev->connect_rc_qp(qp, self, params, &reason)) fail(which + reason);  // loopback
     DeviceQp d{};
     d.sq.buf = q->buf + sq_off;
     d.sq.wqe_cnt = cfg_.sq_wqebbs;
@@ -199,6 +205,23 @@ void Session::init_mlx5() {
     d.cqe = reinterpret_cast<mlx5::Cqe64*>(q->buf + ctrl);
     d.index = i;
     host[i] = d;
+  }
+  if (cfg_.connect_peer) {  // two ranks: each QP to the peer's QP of the same index
+    std::vector<PeerQp> peers;
+    uint32_t mtu = 4096;
+    if (!cfg_.connect_peer(mine, &peers, &mtu, &reason)) fail("connecting to the peer: " + reason);
+    if (peers.size() < n) fail("the peer offers " + std::to_string(peers.size()) + " QPs, " + std::to_string(n) + " needed");
+    params.mtu = 1;  // PRM encoding: 256 B << (code - 1)
+    while (params.mtu < 5 && (256u << params.mtu) <= mtu) ++params.mtu;
+    for (uint32_t i = 0; i < n; ++i) {
+      mlx5dev::QpAddress remote;
+      remote.qpn = peers[i].qpn;
+      remote.lid = peers[i].lid;
+      std::copy(std::begin(peers[i].gid), std::end(peers[i].gid), remote.gid);
+      remote.roce = peers[i].roce;
+      if (!q->dev->connect_rc_qp(q->qps[i], remote, params, &reason))
+        fail("QP " + std::to_string(i) + " to the peer's QP " + std::to_string(remote.qpn) + ": " + reason);
+    }
   }
   // The benchmark floor stores to GPU memory: a store to the UAR would ring a real doorbell.
   sq_place_ = db_place_ = softnic::MemoryPlace::gpu(cfg_.producer_device);

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,6 +30,7 @@
 
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/gda/hybrid.h"
+#include "gicomm/gda/peer_qp.h"
 #include "gicomm/softnic/softnic.h"
 
 namespace gicomm::softnic {
@@ -44,6 +46,12 @@ struct SessionConfig {
   std::string engine = "softnic-gpu";  // or softnic-cpu, mlx5
   std::string mlx5_device;             // mlx5: the RDMA device name ("": the first mlx5 device)
   std::string mlx5_doorbell = "auto";  // mlx5: uar-iomem, pinned-host, or auto (IoMemory, else pinned)
+  uint8_t mlx5_gid_index = 0;          // mlx5: the source GID index (RoCE)
+  // mlx5: connects the QPs to a peer's (two ranks) instead of each to itself (loopback). Called
+  // once with this side's QPs (send PSN 0); fills the peer's, one per QP, and the path MTU in
+  // bytes; false and a reason when the peer cannot take them.
+  std::function<bool(const std::vector<PeerQp>& mine, std::vector<PeerQp>* peers, uint32_t* mtu, std::string* error)>
+      connect_peer;
   uint32_t num_qps = 1;
   uint32_t sq_wqebbs = 1024;
   int producer_device = 0;

@@ -120,7 +120,7 @@ uint32_t random_psn() {
 std::shared_ptr<Qp> make_qp(const std::shared_ptr<Device>& d, uint32_t depth, std::string* error) {
   auto q = std::make_shared<Qp>();
   q->d = d;
-  q->psn = random_psn();
+  q->psn = d->cfg.zero_psn ? 0 : random_psn();
   q->cq = ibv_create_cq(d->ctx, static_cast<int>(depth), nullptr, nullptr, 0);
   if (!q->cq) {
     *error = "verbs: ibv_create_cq failed: " + errno_text(errno);

@@ -33,6 +33,7 @@ struct VerbsConfig {
   void* local = nullptr;   // source of Op::write (pointer) requests
   size_t local_bytes = 0;
   uint32_t sq_depth = 256;
+  bool zero_psn = false;   // start every QP at PSN 0 (a DEVX peer, mini-gda's mlx5 QPs, expects it)
 };
 
 // Lists the RDMA devices; empty when none (or when the verbs library finds no provider).

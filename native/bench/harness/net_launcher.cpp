@@ -1,0 +1,206 @@
+// The launcher of src/net registered with the runner (harness/topology.h): made from the launch
+// flags and the environment when they name two ranks.
+#include "harness/net_launcher.h"
+
+#include <map>
+
+namespace gicomm::bench {
+
+namespace {
+
+std::unique_ptr<Launcher> make_net_launcher(const std::map<std::string, std::string>& flags, std::string* error) {
+  net::LaunchFlags lf;
+  int timeout_ms = 60000;
+  for (const auto& [key, value] : flags) {
+    if (key == "peer-timeout-ms") {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end || v < 100 || v > 86400000) {
+        *error = "--peer-timeout-ms " + value + ": allowed: an integer from 100 to 86400000";
+        return nullptr;
+      }
+      timeout_ms = static_cast<int>(v);
+      continue;
+    }
+    if (!net::parse_launch_flag(key, value, &lf, error)) *error = "--" + key + ": not a launch flag";
+    if (!error->empty()) return nullptr;
+  }
+  // Nothing names a rank: one process (resolve_launch would ask for one).
+  const net::Env env = net::process_env();
+  if (flags.empty() && !env.count("SLURM_PROCID") && !env.count("OMPI_COMM_WORLD_RANK")) return nullptr;
+  net::Launch launch;
+  if (!net::resolve_launch(lf, env, &launch, error)) return nullptr;
+  if (launch.world == 1) return nullptr;
+  if (launch.world != 2) {
+    *error = "world size " + std::to_string(launch.world) + " (from " + launch.source +
+             "): the NIC experiments run on one rank or two";
+    return nullptr;
+  }
+  return std::make_unique<NetLauncher>(launch, timeout_ms);
+}
+
+// Registered with the runner when this file is linked in (the transport factory references it).
+const bool registered = [] {
+  register_launcher_factory(make_net_launcher);
+  return true;
+}();
+
+}  // namespace
+
+
+std::vector<std::string> NetLauncher::begin_run(const std::string& experiment, int run_index,
+                                                const std::vector<std::string>& points) {
+  net::Identity id;
+  id.experiment = experiment;
+  id.point = "-";  // each point is checked as it starts (begin_point)
+  id.run = run_index;
+  std::string err;
+  session_ = net::OobSession::establish(launch_, id, timeout_ms_, &err);
+  if (!session_) fail(err);
+  net::Message mine, theirs;
+  mine.set_u64("points", points.size());
+  if (rank() == 0)
+    for (size_t i = 0; i < points.size(); ++i) mine.set("point." + std::to_string(i), points[i]);
+  exchange("plan", mine, &theirs, timeout_ms_);
+  std::vector<std::string> plan = points;
+  std::string verdict = "ok";
+  if (rank() != 0) {
+    const std::set<std::string> known(points.begin(), points.end());
+    plan.clear();
+    const uint64_t n = u64_of(theirs, "points", peer_name());
+    for (uint64_t i = 0; i < n; ++i) {
+      plan.push_back(theirs.get("point." + std::to_string(i)));
+      if (!known.count(plan.back()) && verdict == "ok")
+        verdict = "point " + plan.back() + " is not in rank " + std::to_string(rank()) +
+                  "'s points file (give both ranks the same --points)";
+    }
+  }
+  net::Message check;
+  check.set("status", verdict);
+  exchange("plan-check", check, &theirs, timeout_ms_);
+  if (verdict != "ok") fail(verdict);
+  if (theirs.get("status") != "ok") fail(peer_name() + " refused the run: " + theirs.get("status"));
+  return plan;
+}
+
+void NetLauncher::begin_point(const std::string& point_id) {
+  net::Message mine, theirs;
+  mine.set("point_id", point_id);
+  exchange("point", mine, &theirs, timeout_ms_);
+  if (theirs.get("point_id") != point_id)
+    fail(peer_name() + " is at point " + theirs.get("point_id") + ", this rank at " + point_id);
+}
+
+net::Message NetLauncher::done_request(const std::string& failure) const {
+  net::Message req;
+  req.set("what", "done");
+  req.set("status", failure.empty() ? "ok" : failure.substr(0, 4000));
+  if (stopping_) req.set("stop", "1");
+  return req;
+}
+
+net::Message NetLauncher::request(const net::Message& req, int timeout_ms) {
+  net::Message ignored, rep;
+  exchange("req", req, &ignored, timeout_ms);
+  exchange("rep", net::Message{}, &rep, timeout_ms);
+  return rep;
+}
+
+std::string NetLauncher::serve_point(const Options& o) {
+  PeerTarget target;
+  for (;;) {
+    net::Message req, ignored;
+    exchange("req", net::Message{}, &req, kServeTimeoutMs);
+    const std::string what = req.get("what");
+    net::Message rep;
+    std::string line;
+    try {
+      if (what == "verbs") {
+        serve_verbs(o, req, &target, &rep);
+      } else if (what == "fetch") {
+        serve_fetch(req, target, &rep);
+      } else if (what == "done") {
+        line = serve_done(req, &target, &rep);
+      } else {
+        rep.set("status", "rank " + std::to_string(rank()) + " does not serve '" + what + "'");
+      }
+    } catch (const std::exception& e) {
+      rep.set("status", std::string("rank ") + std::to_string(rank()) + ": " + e.what());
+    }
+    if (!rep.has("status")) rep.set("status", "ok");
+    exchange("rep", rep, &ignored, timeout_ms_);
+    if (what == "done" && req.get("stop") == "1") throw PeerStopped(peer_name() + " stopped: " + req.get("status"));
+    if (what == "done") return line;
+  }
+}
+
+void NetLauncher::serve_verbs(const Options& o, const net::Message& req, PeerTarget* t, net::Message* rep) {
+#if defined(GICOMM_BENCH_WITH_VERBS)
+  const uint64_t qps = u64_of(req, "qps", peer_name());
+  const uint64_t bytes = u64_of(req, "bytes", peer_name());
+  if (qps == 0 || qps > 256 || bytes > (uint64_t(1) << 32))
+    fail("asked for " + std::to_string(qps) + " QPs and " + std::to_string(bytes) +
+         " bytes: allowed 1..256 QPs, up to 4 GiB");
+  net::Endpoint peer;
+  std::string err;
+  if (!net::get_endpoint(req, &peer, &err)) fail(peer_name() + " sent a bad " + err);
+  t->buffer.assign((bytes + 7) / 8, 0);
+  verbs::VerbsConfig vc;
+  vc.device = o.nic_device;
+  vc.port = o.nic_port;
+  vc.gid_index = o.gid_index;
+  vc.remote = t->buffer.data();
+  vc.remote_bytes = t->buffer.size() * 8;
+  vc.zero_psn = req.get("zero_psn") == "1";
+  t->endpoint = verbs::VerbsEndpoint::open(vc, static_cast<uint32_t>(qps), &err);
+  if (!t->endpoint) fail(err);
+  // Connected (RTR) before rank 0 learns our QPs, so its first write finds them ready.
+  if (!t->endpoint->connect(peer, &err)) fail(err);
+  t->device = t->endpoint->local().device;
+  t->port = o.nic_port;
+  t->gid_index = o.gid_index;
+  t->before = net::read_all_ports(sysfs_root(), o.gid_index);
+  net::put_endpoint(t->endpoint->local(), rep);
+  rep->set("nic", net::to_json(net::describe_nic(sysfs_root(), t->device, t->port, t->gid_index)));
+#else
+  (void)o;
+  (void)req;
+  (void)t;
+  (void)rep;
+  fail("this build has no rdma-core (libibverbs headers were not found at configure time)");
+#endif
+}
+
+void NetLauncher::serve_fetch(const net::Message& req, const PeerTarget& t, net::Message* rep) {
+  const uint64_t offset = u64_of(req, "offset", peer_name());
+  const uint64_t n = u64_of(req, "bytes", peer_name());
+  if (n > kFetchPiece || offset > t.buffer.size() * 8 || n > t.buffer.size() * 8 - offset)
+    fail("fetch of " + std::to_string(n) + " bytes at " + std::to_string(offset) + " is outside the " +
+         std::to_string(t.buffer.size() * 8) + "-byte buffer");
+  rep->set("data", hex_of(reinterpret_cast<const uint8_t*>(t.buffer.data()) + offset, n));
+}
+
+std::string NetLauncher::serve_done(const net::Message& req, PeerTarget* t, net::Message* rep) {
+  const std::string status = req.get("status");
+  if (t->device.empty()) return "no NIC traffic; rank 0: " + status;
+  net::TrafficClaim claim;
+  claim.rx_packets = u64_of(req, "rx_packets", peer_name());
+  claim.rx_bytes = u64_of(req, "rx_bytes", peer_name());
+  claim.what = req.get("claim");
+  const auto after = net::read_all_ports(sysfs_root(), t->gid_index);
+  const net::PathVerdict v = net::check_path(t->device, t->port, t->before, after, claim);
+  rep->set("path", net::to_json(v));
+  rep->set("path_ok", v.ok ? "yes" : "no");
+  rep->set("reason", v.reason);
+  rep->set_u64("tx_bytes", configured_delta(v).tx_bytes);
+  rep->set_u64("rx_bytes", configured_delta(v).rx_bytes);
+  rep->set("nic", net::to_json(net::describe_nic(sysfs_root(), t->device, t->port, t->gid_index)));
+#if defined(GICOMM_BENCH_WITH_VERBS)
+  t->endpoint.reset();
+#endif
+  return std::string("path ") + (v.ok ? "ok" : v.reason) + "; rank 0: " + status;
+}
+
+NetLauncher* net_launcher() { return registered ? dynamic_cast<NetLauncher*>(launcher()) : nullptr; }
+
+}  // namespace gicomm::bench

@@ -1,0 +1,107 @@
+#!/bin/sh
+# Two-rank runs of a driver on the emulated rdma-core, CPU only (each process is one emulated host
+# with its own sysfs view): the runner, launcher, out-of-band session, the peer's side and the
+# port-counter path proof, end to end; then what must fail, and how.
+#   two_rank_emu.sh DRIVER WORKDIR GID_INDEX LINK     (LD_LIBRARY_PATH: the emulated rdma-core)
+#   1. two ranks, two points: records on rank 0 only, path_check ok on both ranks, peer provenance
+#   2. rank 0's QPs forced onto another device than --nic-device: the point is failed, with why
+#   3. no rank 1 (no rank 0): the other fails within the peer timeout, naming the missing rank
+#   4. rank 1 with another points file: both refuse, naming the point
+#   5. one rank: refused without --topology loopback (exit 3); with it, a path_check on the record
+set -u
+bin=$1 dir=$2 gid=$3 link=$4
+port=$(( 20000 + $$ % 20000 ))
+rm -rf "$dir" && mkdir -p "$dir"
+# The emulation rewrites its counter files once per engine pass: on tmpfs, not the build disk.
+sys=$(mktemp -d /dev/shm/gicomm-two-rank.XXXXXX 2>/dev/null || mktemp -d)
+trap 'rm -rf "$sys"' EXIT
+fails=0
+bad() { echo "two_rank_emu: FAILED: $*"; fails=$((fails + 1)); }
+points=$dir/points.jsonl
+cat > "$points" <<PTS
+{"point_id": "tr-1", "transport": "mini-proxy", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 1, "rings": 1, "batch": 1, "msgs": 3000}}
+{"point_id": "tr-2", "transport": "mini-proxy", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 2, "rings": 2, "batch": 4, "msgs": 5000}}
+PTS
+common="--experiment proxy_msg_rate --campaign test --host h --platform local --provenance-id t --timeout-ms 20000 --gid-index $gid"
+# rank R NAME [extra flags...]: runs rank R of the pair (its own emulated host, device mlx5_R)
+rank() {
+  r=$1 name=$2
+  shift 2
+  # shellcheck disable=SC2086
+  GICOMM_EMU_DEVICES=${DEVICES:-mlx5_$r:$link} GICOMM_EMU_SYSFS_DIR=$sys/$name.sys$r \
+    "$bin" $common --nic-device "mlx5_$r" --points "${PTS:-$points}" --out "$dir/$name.rank$r.jsonl" --rank "$r" \
+    --world-size 2 --rendezvous-port "$port" "$@" > "$dir/$name.rank$r.log" 2>&1
+}
+
+# 1. two ranks
+rank 1 pair & p1=$!
+rank 0 pair; rc0=$?
+wait $p1; rc1=$?
+cat "$dir/pair.rank0.log" "$dir/pair.rank1.log"
+[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || bad "two ranks: exit $rc0 / $rc1"
+[ "$(grep -c '"status": "ok"' "$dir/pair.rank0.jsonl" 2>/dev/null)" = 2 ] || bad "two ranks: rank 0 has not 2 ok records"
+[ "$(grep -c '"verdict": "ok"' "$dir/pair.rank0.jsonl" 2>/dev/null)" = 2 ] || bad "two ranks: path_check not ok"
+grep -q '"peer_rx_bytes": [1-9]' "$dir/pair.rank0.jsonl" || bad "two ranks: no bytes received by the peer"
+grep -q '"peer": {"rank": 1' "$dir/pair.rank0.jsonl" || bad "two ranks: no peer provenance"
+[ "$(grep -c '"topology": "two-rank"' "$dir/pair.rank0.jsonl")" = 2 ] || bad "two ranks: topology is not two-rank"
+[ ! -s "$dir/pair.rank1.jsonl" ] || bad "two ranks: rank 1 wrote records"
+head -c 1500 "$dir/pair.rank0.jsonl"; echo
+port=$((port + 1))
+
+# 2. rank 0's traffic over mlx5_1 while mlx5_0 is configured
+rank 1 wrong & p1=$!
+DEVICES=mlx5_0:$link,mlx5_1:$link GICOMM_TEST_TRAFFIC_DEVICE=mlx5_1 rank 0 wrong; rc0=$?
+wait $p1
+cat "$dir/wrong.rank0.log"
+grep -q '"verdict": "failed"' "$dir/wrong.rank0.jsonl" 2>/dev/null &&
+  grep -q '"status": "failed", "error": "path check: path .*mlx5_0 port 1' "$dir/wrong.rank0.jsonl" ||
+  bad "wrong device: not recorded failed with the path check's reason"
+grep -o '"status": "failed", "error": "[^"]*"' "$dir/wrong.rank0.jsonl" | head -1
+port=$((port + 1))
+
+# 3. one rank alone (R) must fail within the peer timeout, naming the other, and write no record
+alone() {
+  r=$1 other=$((1 - $1))
+  start=$(date +%s)
+  rank "$r" dead --peer-timeout-ms 2000
+  rc=$?
+  took=$(( $(date +%s) - start ))
+  cat "$dir/dead.rank$r.log"
+  [ $rc -eq 1 ] && [ $took -le 15 ] && grep -q "rank $other" "$dir/dead.rank$r.log" ||
+    bad "rank $r alone: exit $rc after $took s"
+  [ ! -s "$dir/dead.rank$r.jsonl" ] || bad "rank $r alone: a record was written"
+  port=$((port + 1))
+}
+alone 0
+alone 1
+
+# 4. rank 1 with another points file
+head -1 "$points" > "$dir/other.jsonl"
+PTS=$dir/other.jsonl rank 1 other & p1=$!
+rank 0 other; rc0=$?
+wait $p1; rc1=$?
+cat "$dir/other.rank0.log" "$dir/other.rank1.log"
+[ $rc0 -ne 0 ] && [ $rc1 -ne 0 ] && grep -q "point tr-2 is not in rank 1's points file" "$dir/other.rank1.log" ||
+  bad "other points: exit $rc0 / $rc1"
+port=$((port + 1))
+
+# 5. one rank
+one() {
+  name=$1
+  shift
+  # shellcheck disable=SC2086
+  GICOMM_EMU_DEVICES=mlx5_0:$link GICOMM_EMU_SYSFS_DIR=$sys/one.sys "$bin" $common --nic-device mlx5_0 --points "$points" \
+    --out "$dir/$name.jsonl" "$@" > "$dir/$name.log" 2>&1
+}
+one single; rc=$?
+cat "$dir/single.log"
+[ $rc -eq 3 ] && grep -q 'launch two ranks' "$dir/single.log" || bad "one rank: exit $rc"
+echo '{"point_id": "lb-1", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 1, "rings": 1, "msgs": 200}}' \
+  > "$dir/loopback.points.jsonl"
+points=$dir/loopback.points.jsonl one loopback --topology loopback; rc=$?
+cat "$dir/loopback.log"
+[ $rc -eq 0 ] && [ "$(grep -c '"path_check": {' "$dir/loopback.jsonl")" = 1 ] &&
+  grep -q '"topology": "loopback"' "$dir/loopback.jsonl" || bad "loopback: exit $rc"
+grep -o '"verdict": "[a-z]*"' "$dir/loopback.jsonl" | sed 's/^/loopback /'
+
+[ $fails -eq 0 ] && echo "two_rank_emu: ok" || { echo "two_rank_emu: $fails checks FAILED"; exit 1; }

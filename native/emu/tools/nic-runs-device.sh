@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The NIC experiments through the unmodified drivers on the emulated rdma-core, on one lent GPU
+# machine, in one device-tool call from the repository root:
+#   native/emu/tools/nic-runs-device.sh
+# Builds only what it needs into ${GICOMM_DEVICE_BUILD:-build/device} (configured with
+# -DGICOMM_CUDA_ARCHS=90; reused when already built), then runs with reduced points, each bounded:
+#   two ranks (two processes, each its own emulated host and device, mlx5_0 and mlx5_1, with its
+#   own sysfs view; rank 1 is a passive target that never touches the GPU, so the two share one
+#   H200 without MPS):
+#     gda_one_op, gda_msg_rate, connection_scaling   gicomm-bench-gda, nic_backend mlx5 (DEVX QPs
+#                                                     of rank 0 connected to rank 1's verbs QPs)
+#     proxy_msg_rate                                  gicomm-bench-proxy, nic_backend verbs, GPU
+#                                                     producers on rank 0
+#   loopback (one process, --topology loopback): the same three mini-gda experiments
+# Expected: about 60-90 s once built (the build: 3-5 min on 16 cores); everything stops by
+# DEADLINE_S (default 120 after the build). $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
+# per step, the records' status, topology and path_check verdict), records.jsonl (rank 0's
+# records of every step, tagged with "step") and logs.tar.gz (build, step logs, points files).
+# What to check: every step PASS; in records.jsonl every record has path_check.verdict "ok",
+# rdma_provider "emulated" (once the records are schema version 2), peer.nic on two-rank steps.
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+# The device safety settings, and the carried wheels (.whl/: the harness's build needs the
+# nlohmann-json headers where Debian's package is absent).
+# shellcheck source=../../../tools/device-env.sh
+. tools/device-env.sh
+out=${OUT:-/tmp/gicomm-nicrun-out}/nicrun
+build=${GICOMM_DEVICE_BUILD:-build/device}
+logs=$out/logs
+mkdir -p "$logs"
+summary=$out/summary.txt
+records=$out/records.jsonl
+: > "$summary"
+: > "$records"
+fails=0
+pack() {
+  tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
+}
+
+{
+  echo "== $(date -u +%FT%TZ) host"
+  nvidia-smi --query-gpu=index,name,driver_version --format=csv
+  ls /sys/class/infiniband 2>&1
+} > "$logs/host.log" 2>&1
+
+t0=$(date +%s)
+{
+  { [ -f "$build/CMakeCache.txt" ] || cmake -S native -B "$build" -DGICOMM_CUDA_ARCHS=90; } &&
+    cmake --build "$build" -j "$(nproc)" --target gicomm_emu gicomm-bench-gda gicomm-bench-proxy
+} > "$logs/build.log" 2>&1
+rc=$?
+echo "$([ $rc -eq 0 ] && echo PASS || echo FAIL) build: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
+if [ $rc -ne 0 ]; then
+  tail -40 "$logs/build.log"
+  pack
+  exit 1
+fi
+deadline=$(( $(date +%s) + ${DEADLINE_S:-120} ))
+bin=$build/bin
+emu=$bin/gicomm-emu-run
+# The emulation rewrites its counter files once per engine pass: on tmpfs, not the disk.
+sys=$(mktemp -d /dev/shm/gicomm-nicrun.XXXXXX 2>/dev/null || mktemp -d)
+trap 'rm -rf "$sys"' EXIT
+port=$(( 21000 + $$ % 20000 ))
+
+# points EXPERIMENT BACKEND PARAMS_JSON...: a points file, one point per PARAMS_JSON
+points() {
+  local e=$1 b=$2 i=0
+  shift 2
+  for p in "$@"; do
+    i=$((i + 1))
+    echo "{\"point_id\": \"nicrun-$e-$i\", \"nic_backend\": \"$b\", \"params\": $p}"
+  done > "$logs/$e.points.jsonl"
+}
+points gda_one_op mlx5 '{"payload": "inline", "variant": "gpu_fence"}' '{"payload": "pointer", "variant": "gpu_fence"}'
+points gda_msg_rate mlx5 \
+  '{"mode": "thread", "blocks": 1, "threads": 1, "qps": 1, "batch": 16, "payload": "inline", "wqes": 20000}' \
+  '{"mode": "thread", "blocks": 16, "threads": 1, "qps": 16, "batch": 16, "payload": "inline", "wqes": 40000}'
+# (each point posts at least 2 M writes: one point, the reduced sweep's first)
+points connection_scaling mlx5 '{"active_qps": 64, "writes_per_visit": 32, "size": 8, "producers": 64}'
+points proxy_msg_rate verbs '{"mode": "rate", "workers": 1, "rings": 1, "batch": 16, "msgs": 20000, "state": "warm", "warm_ms": 100}' \
+  '{"mode": "rate", "workers": 2, "rings": 2, "batch": 4, "msgs": 20000, "state": "warm", "warm_ms": 100}'
+
+common="--campaign nicrun --host $(hostname) --platform h200 --provenance-id nicrun --run-index 0 --timeout-ms 20000"
+loops="--warmup 10 --iters 200"
+
+# collect STEP FILE: rank 0's records, tagged, and one summary line with their verdicts
+collect() {
+  local name=$1 file=$2
+  [ -s "$file" ] && sed "s/^{/{\"step\": \"$name\", /" "$file" >> "$records"
+  python3 - "$file" "$name" >> "$summary" <<'PY'
+import json, sys
+path, name = sys.argv[1], sys.argv[2]
+try:
+    recs = [json.loads(l) for l in open(path)]
+except OSError:
+    recs = []
+for r in recs:
+    pc = r.get("path_check") or {}
+    print(f"  {name}: {r['point_id']} {r['metric']} {r['status']} topology={r.get('topology', '?')} "
+          f"path={pc.get('verdict', 'none')} tx={pc.get('tx_bytes')} peer_rx={pc.get('peer_rx_bytes')} "
+          f"p50={(r.get('stats') or {}).get('p50')} {r.get('error', '')[:200]}")
+PY
+}
+
+left() { echo $(( deadline - $(date +%s) - 5 )); }
+verdict() {  # verdict NAME RC FILE: PASS when exit 0 and every record ok
+  local name=$1 rc=$2 file=$3 v=PASS
+  if [ "$rc" -ne 0 ] || [ ! -s "$file" ] || grep -qv '"status": "ok"' "$file"; then v=FAIL; fails=$((fails + 1)); fi
+  echo "$v $name: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
+  collect "$name" "$file"
+}
+
+# budget STEP LIMIT_S: sets t to the smaller of the limit and the time left; false (the step
+# skipped and counted failed) when too little is left.
+budget() {
+  t=$(left)
+  [ "$t" -gt "$2" ] && t=$2
+  [ "$t" -gt 5 ] && return 0
+  echo "SKIP $1: deadline" | tee -a "$summary"
+  fails=$((fails + 1))
+  return 1
+}
+
+# two_ranks EXPERIMENT DRIVER LIMIT_S [extra flags]
+two_ranks() {
+  local e=$1 drv=$2
+  budget "two_rank_$e" "$3" || return
+  shift 3
+  port=$((port + 1))
+  t0=$(date +%s)
+  local flags="--experiment $e --points $logs/$e.points.jsonl $common --world-size 2 --rendezvous-port $port --peer-timeout-ms 30000"
+  # shellcheck disable=SC2086
+  GICOMM_EMU_SYSFS_DIR=$sys/$e.sys1 timeout "$t" "$emu" --devices mlx5_1:ib "$bin/$drv" $flags "$@" --rank 1 \
+    --nic-device mlx5_1 --out "$logs/$e.rank1.jsonl" > "$logs/two_rank_$e.rank1.log" 2>&1 &
+  local p1=$!
+  # shellcheck disable=SC2086
+  GICOMM_EMU_SYSFS_DIR=$sys/$e.sys0 timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" $flags "$@" --rank 0 \
+    --nic-device mlx5_0 --out "$logs/$e.rank0.jsonl" > "$logs/two_rank_$e.rank0.log" 2>&1
+  local rc=$?
+  wait $p1
+  local rc1=$?
+  [ $rc1 -ne 0 ] && echo "  rank 1 of $e: exit $rc1" >> "$summary"
+  verdict "two_rank_$e" $(( rc > rc1 ? rc : rc1 )) "$logs/$e.rank0.jsonl"
+}
+
+# loopback EXPERIMENT DRIVER LIMIT_S [extra flags]
+loopback() {
+  local e=$1 drv=$2
+  budget "loopback_$e" "$3" || return
+  shift 3
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  GICOMM_EMU_SYSFS_DIR=$sys/$e.sysl timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" --experiment "$e" \
+    --points "$logs/$e.points.jsonl" $common --topology loopback "$@" --out "$logs/$e.loopback.jsonl" \
+    > "$logs/loopback_$e.log" 2>&1
+  verdict "loopback_$e" $? "$logs/$e.loopback.jsonl"
+}
+
+# shellcheck disable=SC2086
+two_ranks gda_one_op gicomm-bench-gda 15 $loops
+two_ranks gda_msg_rate gicomm-bench-gda 15 --iters 1
+two_ranks connection_scaling gicomm-bench-gda 35 --iters 1
+two_ranks proxy_msg_rate gicomm-bench-proxy 15 --iters 1
+# shellcheck disable=SC2086
+loopback gda_one_op gicomm-bench-gda 10 $loops
+loopback gda_msg_rate gicomm-bench-gda 10 --iters 1
+loopback connection_scaling gicomm-bench-gda 25 --iters 1
+echo "$([ $fails -eq 0 ] && echo ALL PASS || echo "$fails FAILED") ($(date -u +%FT%TZ))" | tee -a "$summary"
+pack
+exit $(( fails == 0 ? 0 : 1 ))
