@@ -1,0 +1,196 @@
+"""python -m gicomm.doctor: measure this host's floors (when the floors driver is built), read
+the latest campaign of this host kind, check the host, print the verdict table and write the
+report page. Exit 0 whatever the verdicts are (they are findings); 2 for bad arguments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from gicomm import REPO_ROOT
+from gicomm.bench import point_line
+from gicomm.doctor.checks import run_checks
+from gicomm.doctor.host import Host
+from gicomm.doctor.render import render_page, terminal_text
+from gicomm.doctor.verdict import verdict_rows
+from gicomm.experiments import Point, load_experiment, point_id
+from gicomm.records import read_records
+from gicomm.tidy import tidy_frame
+
+FLOORS_YAML = REPO_ROOT / "config" / "experiments" / "floors.yaml"
+
+
+def host_gpus(host: Host) -> list[str]:
+    out = host.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
+    return [line.strip() for line in (out or "").splitlines() if line.strip()]
+
+
+def campaign_gpus(campaign_dir: Path) -> list[list[str]]:
+    kinds = []
+    for hw in campaign_dir.glob("hosts/*/hardware.json"):
+        try:
+            kinds.append(list(json.loads(hw.read_text()).get("gpus", {}).get("devices") or []))
+        except (OSError, ValueError):
+            continue
+    return kinds
+
+
+def latest_campaign(results: Path, gpus: list[str], skip: str) -> Path | None:
+    """The campaign under results/ (archive included) of this host kind (same GPU models and
+    count) whose raw records are newest; None when there is none."""
+    best: tuple[float, Path] | None = None
+    for raw in [*results.glob("*/raw"), *results.glob("archive/*/raw")]:
+        c = raw.parent
+        if c.name == skip or gpus not in campaign_gpus(c):
+            continue
+        newest = max((f.stat().st_mtime for f in raw.rglob("*.jsonl")), default=0.0)
+        if newest and (best is None or newest > best[0]):
+            best = (newest, c)
+    return best[1] if best else None
+
+
+def floor_points(nic: str | None) -> list[Point]:
+    points = load_experiment(FLOORS_YAML).points("reduced")
+    if nic:
+        for floor, extra in (("nic_loopback", {}), ("wqe_doorbell", {"target": "uar"})):
+            params = {"floor": floor, **extra, "nic_backend": nic}
+            points.append(Point(point_id("floors", params), params))
+    return points
+
+
+def run_floors(
+    driver: Path, out_dir: Path, campaign: str, host: str, runs: int, iters: int, nic: str | None
+) -> list[Path]:
+    """`runs` independent runs of the floors experiment; one records file per run."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    points = out_dir / "points.jsonl"
+    points.write_text("".join(point_line(p, "doctor") + "\n" for p in floor_points(nic)))
+    files = []
+    for run in range(runs):
+        out = out_dir / f"run{run}.jsonl"
+        out.unlink(missing_ok=True)
+        argv = [
+            str(driver),
+            "--experiment",
+            "floors",
+            "--points",
+            str(points),
+            "--out",
+            str(out),
+            "--campaign",
+            campaign,
+            "--host",
+            host,
+            "--platform",
+            "local",
+            "--run-index",
+            str(run),
+            "--provenance-id",
+            "doctor",
+            "--iters",
+            str(iters),
+            "--warmup",
+            "50",
+        ]
+        rc = subprocess.run(argv, check=False, timeout=300).returncode
+        if rc != 0:
+            print(f"gicomm doctor: {driver.name} run {run} exited {rc}", file=sys.stderr)
+        if out.exists():
+            files.append(out)
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gicomm.doctor", description=__doc__)
+    ap.add_argument("--results", type=Path, default=REPO_ROOT / "results")
+    ap.add_argument("--campaign", default="doctor", help="where this run's floors and page go")
+    ap.add_argument(
+        "--records",
+        type=Path,
+        help="a campaign folder (with raw/) to judge; default: the latest of this host kind",
+    )
+    ap.add_argument(
+        "--floors-driver", type=Path, help="gicomm-bench-floors: measure the floors here first"
+    )
+    ap.add_argument(
+        "--nic", choices=["mlx5"], help="also measure the NIC floors through this backend"
+    )
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=500)
+    ap.add_argument("--report-dir", type=Path, help="default: <results>/<campaign>/report")
+    ap.add_argument("--sys-root", type=Path, default=Path("/sys"))
+    ap.add_argument("--proc-root", type=Path, default=Path("/proc"))
+    ap.add_argument("--boot-root", type=Path, default=Path("/boot"))
+    a = ap.parse_args(argv)
+    if a.runs < 1 or a.iters < 1:
+        ap.error(f"--runs {a.runs} and --iters {a.iters} must be at least 1")
+    if a.floors_driver is not None and not a.floors_driver.is_file():
+        ap.error(
+            f"--floors-driver {a.floors_driver}: no such file "
+            "(build it: cmake --build <build> --target gicomm-bench-floors)"
+        )
+    host = Host(a.sys_root, a.proc_root, a.boot_root)
+    hostname = socket.gethostname()
+    gpus = host_gpus(host)
+    files: list[Path] = []
+    if a.floors_driver:
+        raw = a.results / a.campaign / "raw" / "floors" / hostname
+        files += run_floors(a.floors_driver, raw, a.campaign, hostname, a.runs, a.iters, a.nic)
+    source = a.records or latest_campaign(a.results, gpus, a.campaign)
+    records_here = source is None
+    if source is not None:
+        files += sorted((source / "raw").rglob("run*.jsonl")) + sorted(
+            (source / "raw").rglob("batch*.jsonl")
+        )
+        hosts = {
+            json.loads(h.read_text()).get("hostname") for h in source.glob("hosts/*/hardware.json")
+        }
+        records_here = hostname in hosts
+    kind = ", ".join(gpus) or "no GPU"
+    records_from = (
+        f"campaign {source} (the latest of this host kind: {kind})"
+        if source
+        else f"no campaign of this host kind ({kind}) under {a.results}"
+    ) + (
+        f"; floors measured now by {a.floors_driver.name}"
+        if a.floors_driver
+        else "; floors not measured now (no --floors-driver)"
+    )
+    recs = read_records(files)
+    tidy = tidy_frame(recs)
+    logs = sorted(source.glob("**/*.log")) if source else []
+    checks = run_checks(host, tidy if len(tidy) else None, logs, records_here=records_here)
+    verdicts = verdict_rows(tidy, checks)
+    floors = tidy[tidy["experiment"] == "floors"] if len(tidy) else pd.DataFrame()
+    if len(floors):
+        keep = [
+            "run_index",
+            "metric",
+            "status",
+            "error",
+            "p50",
+            "p99",
+            "min",
+            "sm_clock_mhz",
+            *[c for c in floors if c.startswith("param_")],
+        ]
+        floors = floors[[c for c in keep if c in floors]]
+    print(f"gicomm doctor: {records_from}")
+    print(terminal_text(verdicts, checks), end="")
+    page = render_page(
+        a.report_dir or a.results / a.campaign / "report",
+        a.campaign,
+        verdicts,
+        floors,
+        checks,
+        records_from,
+        f"{hostname} ({kind})",
+    )
+    print(f"gicomm doctor: page {page}")
+    return 0
