@@ -292,6 +292,8 @@ def check_cpu_power(host: Host, records: pd.DataFrame | None) -> Check:
     )
     text = f"{scope}: governor " + "; ".join(f"{g} on {len(c)} CPU(s)" for g, c in govs.items())
     text += "; deep idle states enabled: " + (", ".join(sorted(deep)) or "none")
+    if set(govs) == {"unreadable"} and not deep:
+        return Check("cpu_power", NOT_RUN, text + " (cpufreq not exposed on this machine)")
     slow = [g for g in govs if g not in ("performance", "unreadable")]
     if slow or deep:
         why = []
@@ -432,4 +434,10 @@ def run_checks(
         lambda: check_nic_standin(records),
         lambda: check_library_fallback(records, logs),
     ]
-    return [step() for step in steps]
+    out = [step() for step in steps]
+    if not records_here and records is not None:
+        note = "; the records were measured on another host: not set beside this one"
+        for c in out:
+            if c.name in ("sm_clock", "cpu_power", "proxy_pinning"):
+                c.evidence += note
+    return out

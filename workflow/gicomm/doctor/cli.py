@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -41,6 +42,29 @@ def campaign_gpus(campaign_dir: Path) -> list[list[str]]:
     return kinds
 
 
+def cpu_model(host: Host) -> str | None:
+    for line in (host.read(host.proc("cpuinfo")) or "").splitlines():
+        if line.startswith("model name"):
+            return line.partition(":")[2].strip()
+    return None
+
+
+def same_host(host: Host, hardware: Path, hostname: str, gpus: list[str]) -> bool:
+    """Whether a campaign's host probe describes this machine: the host name alone is not
+    enough (lent machines share names), so the GPUs, CPU model and core count must match too."""
+    try:
+        hw = json.loads(hardware.read_text())
+    except (OSError, ValueError):
+        return False
+    cpu = hw.get("cpu") or {}
+    return (
+        hw.get("hostname") == hostname
+        and list(hw.get("gpus", {}).get("devices") or []) == gpus
+        and cpu.get("model") == cpu_model(host)
+        and cpu.get("logical_cores") == os.cpu_count()
+    )
+
+
 def latest_campaign(results: Path, gpus: list[str], skip: str) -> Path | None:
     """The campaign under results/ (archive included) of this host kind (same GPU models and
     count) whose raw records are newest; None when there is none."""
@@ -69,7 +93,8 @@ def run_floors(
 ) -> list[Path]:
     """`runs` independent runs of the floors experiment; one records file per run."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    points = out_dir / "points.jsonl"
+    points = out_dir.parents[2] / "doctor" / "floors_points.jsonl"  # beside raw/, not in it
+    points.parent.mkdir(parents=True, exist_ok=True)
     points.write_text("".join(point_line(p, "doctor") + "\n" for p in floor_points(nic)))
     files = []
     for run in range(runs):
@@ -116,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a campaign folder (with raw/) to judge; default: the latest of this host kind",
     )
     ap.add_argument(
+        "--measured-here",
+        action="store_true",
+        help="the --records were measured on this machine (else its host probe must match)",
+    )
+    ap.add_argument(
         "--floors-driver", type=Path, help="gicomm-bench-floors: measure the floors here first"
     )
     ap.add_argument(
@@ -145,16 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     source = a.records or latest_campaign(a.results, gpus, a.campaign)
     records_here = source is None
     if source is not None:
-        files += sorted((source / "raw").rglob("run*.jsonl")) + sorted(
-            (source / "raw").rglob("batch*.jsonl")
+        files += sorted((source / "raw").rglob("*.jsonl"))
+        records_here = a.measured_here or any(
+            same_host(host, hw, hostname, gpus) for hw in source.glob("hosts/*/hardware.json")
         )
-        hosts = {
-            json.loads(h.read_text()).get("hostname") for h in source.glob("hosts/*/hardware.json")
-        }
-        records_here = hostname in hosts
     kind = ", ".join(gpus) or "no GPU"
     records_from = (
-        f"campaign {source} (the latest of this host kind: {kind})"
+        f"campaign {source} ({'given' if a.records else 'the latest of this host kind: ' + kind})"
         if source
         else f"no campaign of this host kind ({kind}) under {a.results}"
     ) + (
@@ -162,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.floors_driver
         else "; floors not measured now (no --floors-driver)"
     )
-    recs = read_records(files)
+    recs = read_records(sorted(set(files)))
     tidy = tidy_frame(recs)
     logs = sorted(source.glob("**/*.log")) if source else []
     checks = run_checks(host, tidy if len(tidy) else None, logs, records_here=records_here)

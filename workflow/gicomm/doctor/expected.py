@@ -34,7 +34,10 @@ def expected_for(e: Expectation, floor_ns: float | None) -> Expected:
     """The expectation of `e` above a floor measured at `floor_ns` (None: not measured)."""
     rel = e.range_rel
     if e.model_path and e.model_value:
-        issue, completion, rtt = model_single_op(e.model_path)
+        try:
+            issue, completion, rtt = model_single_op(e.model_path)
+        except ImportError as err:  # a machine without the model's packages (numba)
+            return Expected(None, None, None, None, f"model unavailable here: {err}")
         v = {"issue": issue, "completion": completion, "rtt": rtt}[e.model_value]
         lo, hi = (v * (1 - rel), v * (1 + rel)) if rel is not None else (None, None)
         over = v - floor_ns if floor_ns is not None else None
