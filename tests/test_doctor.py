@@ -195,3 +195,20 @@ def test_floor_table_and_floors_experiment_agree() -> None:
         p.params.get("nic_backend") == "mlx5" and p.params["floor"] == "nic_loopback"
         for p in points
     )
+
+
+def test_figures_show_the_overhead_above_the_floor_where_one_was_measured() -> None:
+    from gicomm.plots import with_overhead
+
+    summary = pd.DataFrame(
+        [
+            {"metric": "issue_ns", "unit": "ns", "p50": 400.0, "p50_min": 390.0, "p50_max": 410.0,
+             "overhead_ns": 70.0},
+            {"metric": "msg_rate", "unit": "Mmsg/s", "p50": 3.0, "p50_min": 3.0, "p50_max": 3.0,
+             "overhead_ns": None},
+        ]
+    )  # fmt: skip
+    out = with_overhead(summary)
+    over = out[out["metric"] == "issue_ns_over_floor"]
+    assert len(out) == 3 and over["p50"].tolist() == [70.0] and over["unit"].tolist() == ["ns"]
+    assert len(with_overhead(summary.drop(columns="overhead_ns"))) == 2
