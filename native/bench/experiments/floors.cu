@@ -9,7 +9,8 @@
 //   nvlink_pingpong  GPU a writes a flag into GPU b's memory, b answers into a's: every pair
 //   nic_loopback   one thread's 8-byte inline RDMA write to itself through mini-gda on the mlx5
 //                  backend (a ConnectX, or the emulated rdma-core): issue, put+completion,
-//                  message rate; every CQE and the NIC port's transmit counter checked
+//                  message rate; every QP's last CQE and head checked, the NIC port's transmit
+//                  counter recorded beside the writes posted
 // What the host lacks (no GPU, one GPU, no NIC) is a skipped record saying why, never exit 3, so
 // one run on any host says what it could and could not measure. --warmup untimed and --iters timed
 // repetitions per sample kind, in one kernel; every GPU wait is bounded by --timeout-ms.
@@ -241,8 +242,10 @@ std::vector<Record> host_pingpong(Run& run) {
   const int iters = run.iters(), total = run.warmup() + iters;
   DeviceBuffer<long long> out(iters);
   DeviceBuffer<Window> w(1);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(run.options.timeout_ms) +
-                        std::chrono::microseconds(100) * total;
+  // The responder gives up well after the GPU would (its own waits are --timeout-ms each): the
+  // launch itself may take a while (module loading) before the first ping.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2 * run.options.timeout_ms) +
+                        std::chrono::seconds(10) + std::chrono::microseconds(100) * total;
   std::atomic<bool> host_late{false};
   std::thread responder([&] {
     volatile uint32_t* in = to_host.p;
@@ -452,11 +455,10 @@ std::vector<Record> nic_loopback(Run& run) {
   const long long tx1 = port_xmit_packets(device);
   Params params = run.point.params;
   if (tx0 >= 0 && tx1 >= 0) {
-    // A loopback write leaves the port at least once per message: fewer means the NIC never sent them.
-    if (tx1 - tx0 < posted)
-      throw PointFailure("NIC counter port_xmit_packets of " + device + " rose by " + std::to_string(tx1 - tx0) +
-                         ", fewer than the " + std::to_string(posted) + " writes posted");
+    // Every write completed (the CQE checks above); the port counter says whether they left the
+    // port: a loopback the HCA turns around inside may not count, so it is recorded, not failed on.
     params.set("observed_port_xmit_packets", static_cast<double>(tx1 - tx0));
+    params.set("observed_writes_posted", static_cast<double>(posted));
   } else {
     params.set("observed_port_xmit_packets", "unreadable: no sysfs counter for " + device);
   }
