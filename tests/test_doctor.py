@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from gicomm.doctor import checks as C
-from gicomm.doctor.cli import floor_points
 from gicomm.doctor.floors import attach_floors, load_table, parse_table
 from gicomm.doctor.host import Host
+from gicomm.doctor.shortrun import floors_step, proxy_step
 from gicomm.doctor.verdict import ABOVE, NOT_MEASURED, WITHIN, verdict_rows
 
 
@@ -183,7 +183,7 @@ def test_floor_table_and_floors_experiment_agree() -> None:
         parse_table(
             {"floors": {}, "expected": [{"transport": "x", "metric": "y", "floor": ["z"]}]}, "t"
         )
-    points = floor_points("mlx5")
+    points = floors_step(100, "mlx5").points
     assert {p.params["floor"] for p in points} >= {
         "wqe_doorbell",
         "ring_store",
@@ -195,6 +195,7 @@ def test_floor_table_and_floors_experiment_agree() -> None:
         p.params.get("nic_backend") == "mlx5" and p.params["floor"] == "nic_loopback"
         for p in points
     )
+    assert {p.params["numa_node"] for p in proxy_step(1, 100).points} == {1}
 
 
 def test_figures_show_the_overhead_above_the_floor_where_one_was_measured() -> None:

@@ -1,30 +1,29 @@
 """python -m gicomm.doctor: measure this host's floors (when the floors driver is built), read
-the latest campaign of this host kind, check the host, print the verdict table and write the
-report page. Exit 0 whatever the verdicts are (they are findings); 2 for bad arguments."""
+the latest campaign of this host kind (or, when there is none, measure the reduced points the
+verdicts judge), check the host, print the verdict table and write the report page. Exit 0
+whatever the verdicts are (they are findings); 2 for bad arguments."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shlex
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 from gicomm import REPO_ROOT
-from gicomm.bench import point_line
+from gicomm.doctor import shortrun
 from gicomm.doctor.checks import run_checks
-from gicomm.doctor.host import Host
+from gicomm.doctor.host import Host, nvidia_gpus
 from gicomm.doctor.render import render_page, terminal_text
 from gicomm.doctor.verdict import verdict_rows
-from gicomm.experiments import Point, load_experiment, point_id
 from gicomm.records import read_records
 from gicomm.tidy import tidy_frame
 
-FLOORS_YAML = REPO_ROOT / "config" / "experiments" / "floors.yaml"
+SHORT_RUN = ("auto", "all", "proxy", "none")
 
 
 def host_gpus(host: Host) -> list[str]:
@@ -79,58 +78,6 @@ def latest_campaign(results: Path, gpus: list[str], skip: str) -> Path | None:
     return best[1] if best else None
 
 
-def floor_points(nic: str | None) -> list[Point]:
-    points = load_experiment(FLOORS_YAML).points("reduced")
-    if nic:
-        for floor, extra in (("nic_loopback", {}), ("wqe_doorbell", {"target": "uar"})):
-            params = {"floor": floor, **extra, "nic_backend": nic}
-            points.append(Point(point_id("floors", params), params))
-    return points
-
-
-def run_floors(
-    driver: Path, out_dir: Path, campaign: str, host: str, runs: int, iters: int, nic: str | None
-) -> list[Path]:
-    """`runs` independent runs of the floors experiment; one records file per run."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    points = out_dir.parents[2] / "doctor" / "floors_points.jsonl"  # beside raw/, not in it
-    points.parent.mkdir(parents=True, exist_ok=True)
-    points.write_text("".join(point_line(p, "doctor") + "\n" for p in floor_points(nic)))
-    files = []
-    for run in range(runs):
-        out = out_dir / f"run{run}.jsonl"
-        out.unlink(missing_ok=True)
-        argv = [
-            str(driver),
-            "--experiment",
-            "floors",
-            "--points",
-            str(points),
-            "--out",
-            str(out),
-            "--campaign",
-            campaign,
-            "--host",
-            host,
-            "--platform",
-            "local",
-            "--run-index",
-            str(run),
-            "--provenance-id",
-            "doctor",
-            "--iters",
-            str(iters),
-            "--warmup",
-            "50",
-        ]
-        rc = subprocess.run(argv, check=False, timeout=300).returncode
-        if rc != 0:
-            print(f"gicomm doctor: {driver.name} run {run} exited {rc}", file=sys.stderr)
-        if out.exists():
-            files.append(out)
-    return files
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gicomm.doctor", description=__doc__)
     ap.add_argument("--results", type=Path, default=REPO_ROOT / "results")
@@ -147,6 +94,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--floors-driver", type=Path, help="gicomm-bench-floors: measure the floors here first"
+    )
+    ap.add_argument(
+        "--driver-prefix",
+        default="",
+        help="a command the floors driver runs under, e.g. 'build/ctest/bin/gicomm-emu-run' for "
+        "the NIC floors over the emulated rdma-core (its records say rdma_provider emulated)",
+    )
+    ap.add_argument(
+        "--bin-dir",
+        type=Path,
+        help="the drivers of the short run (default: the floors driver's folder)",
+    )
+    ap.add_argument(
+        "--short-run",
+        choices=SHORT_RUN,
+        default="auto",
+        help="also measure the reduced points the verdicts judge with the drivers beside the "
+        "floors driver: auto (when no campaign of this host kind exists), all, proxy (only "
+        "mini-proxy's), none",
+    )
+    ap.add_argument(
+        "--numa-node",
+        type=int,
+        help="NUMA node of the short run's proxy workers (default: GPU 0's, from sysfs)",
     )
     ap.add_argument(
         "--nic", choices=["mlx5"], help="also measure the NIC floors through this backend"
@@ -169,9 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     hostname = socket.gethostname()
     gpus = host_gpus(host)
     files: list[Path] = []
+    here = a.results / a.campaign
     if a.floors_driver:
-        raw = a.results / a.campaign / "raw" / "floors" / hostname
-        files += run_floors(a.floors_driver, raw, a.campaign, hostname, a.runs, a.iters, a.nic)
+        step = shortrun.floors_step(a.iters, a.nic)
+        prefix = shlex.split(a.driver_prefix)
+        files += shortrun.run_step(
+            a.floors_driver.parent, step, here, hostname, a.runs, prefix=prefix
+        )
     source = a.records or latest_campaign(a.results, gpus, a.campaign)
     records_here = source is None
     if source is not None:
@@ -179,15 +154,30 @@ def main(argv: list[str] | None = None) -> int:
         records_here = a.measured_here or any(
             same_host(host, hw, hostname, gpus) for hw in source.glob("hosts/*/hardware.json")
         )
+    short = a.short_run if a.short_run != "auto" else ("none" if source else "all")
+    bin_dir = a.bin_dir or (a.floors_driver.parent if a.floors_driver else None)
+    if short != "none" and bin_dir is not None:
+        gpu = nvidia_gpus(host)
+        node = a.numa_node if a.numa_node is not None else (gpu[0].numa_node if gpu else None)
+        steps = [shortrun.proxy_step(node if node is not None else 0, a.iters)]
+        if short == "all":
+            steps.insert(0, shortrun.gda_step(a.iters))
+        for step in steps:
+            files += shortrun.run_step(bin_dir, step, here, hostname, a.runs)
     kind = ", ".join(gpus) or "no GPU"
+    how = "given" if a.records else f"the latest of this host kind: {kind}"
     records_from = (
-        f"campaign {source} ({'given' if a.records else 'the latest of this host kind: ' + kind})"
-        if source
-        else f"no campaign of this host kind ({kind}) under {a.results}"
-    ) + (
-        f"; floors measured now by {a.floors_driver.name}"
-        if a.floors_driver
-        else "; floors not measured now (no --floors-driver)"
+        (
+            f"campaign {source} ({how})"
+            if source
+            else f"no campaign of this host kind ({kind}) under {a.results}"
+        )
+        + (
+            f"; floors measured now by {a.floors_driver.name}"
+            if a.floors_driver
+            else "; floors not measured now (no --floors-driver)"
+        )
+        + (f"; reduced points measured now: {short}" if bin_dir is not None else "")
     )
     recs = read_records(sorted(set(files)))
     tidy = tidy_frame(recs)
