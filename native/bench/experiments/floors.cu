@@ -21,17 +21,12 @@
 #include <thread>
 #include <vector>
 
-#include "gicomm/common/clock.cuh"
-#include "gicomm/gda/gda.cuh"
-#include "gicomm/order.cuh"
-#include "harness/cuda.h"
-#include "harness/gda_rig.h"
-#include "harness/harness.h"
+#include "gda.cuh"
 
 namespace gicomm::bench {
 namespace {
 
-constexpr long long kDrainCycles = 4000;  // between timed iterations: earlier stores drain
+constexpr long long kDrainCycles = 4000;  // between timed stores: earlier ones drain
 
 struct Window {
   ClockSample start, end;
@@ -42,19 +37,6 @@ Record skipped(const std::string& metric, const std::string& unit, const std::st
   Record r = Record::failed(metric, unit, why);
   r.status = "skipped";
   return r;
-}
-
-Record timed(const std::string& metric, const std::string& unit, const std::vector<double>& v, double mhz) {
-  Record r = Record::ok(metric, unit, compute_stats(v));
-  r.sm_clock_mhz = mhz;
-  return r;
-}
-
-std::vector<double> cycles_to_ns(const std::vector<long long>& c, double mhz) {
-  std::vector<double> v;
-  v.reserve(c.size());
-  for (long long x : c) v.push_back(static_cast<double>(x) * 1e3 / mhz);
-  return v;
 }
 
 double mhz_of(const Window& w) {
@@ -77,25 +59,10 @@ template <class Order>
 __global__ void wqe_doorbell_kernel(uint8_t* sq, uint64_t* db, int warmup, int iters, long long* out, Window* w) {
   w->start = clock_sample();
   for (int i = -warmup; i < iters; ++i) {
-    spin_cycles(kDrainCycles);
-    uint4* wqe = reinterpret_cast<uint4*>(sq + 64 * (i & 63));
-    const long long t0 = clock64();
-    wqe[0] = make_uint4(i, 1, 2, 3);
-    wqe[1] = make_uint4(4, 5, 6, 7);
-    wqe[2] = make_uint4(8, 9, 10, 11);
-    Order::before_doorbell();
-    Order::store_doorbell(db, static_cast<uint64_t>(i));
-    const long long t1 = clock64();
-    if (i >= 0) out[i] = t1 - t0;
+    const long long t = timed_bare_sequence<Order>(sq, db, i);
+    if (i >= 0) out[i] = t;
   }
   w->end = clock_sample();
-}
-
-order::Variant variant_of(const Run& run) {
-  order::Variant v;
-  const std::string name = run.param<std::string>("variant");
-  if (!order::variant_from_name(name.c_str(), &v)) throw PointFailure("unknown ordering variant " + name);
-  return v;
 }
 
 // The memory the bare sequence stores into, on the producer GPU 0 (device pointers).
@@ -158,8 +125,7 @@ std::vector<Record> wqe_doorbell(Run& run) {
   Window h{};
   const std::vector<long long> c = collect(out, w, &h, 30.0);
   const double mhz = mhz_of(h);
-  std::vector<double> cd(c.begin(), c.end());
-  return {timed(m, "ns", cycles_to_ns(c, mhz), mhz), timed("floor_wqe_doorbell_cycles", "cycles", cd, mhz)};
+  return {timed_record(m, "ns", to_ns(c, mhz), mhz), timed_record("floor_wqe_doorbell_cycles", "cycles", to_d(c), mhz)};
 }
 
 // ---- one 16-byte store into a host ring, and the timer reads around it ----------------------------
@@ -192,8 +158,8 @@ std::vector<Record> ring_store(Run& run) {
   const std::vector<long long> s = collect(store, w, &h, 30.0);
   const double mhz = mhz_of(h);
   run.doorbell_target = "pinned-host";
-  return {timed("floor_ring_store_ns", "ns", cycles_to_ns(s, mhz), mhz),
-          timed("floor_timer_read_ns", "ns", cycles_to_ns(empty.read(), mhz), mhz)};
+  return {timed_record("floor_ring_store_ns", "ns", to_ns(s, mhz), mhz),
+          timed_record("floor_timer_read_ns", "ns", to_ns(empty.read(), mhz), mhz)};
 }
 
 // ---- flag ping-pong: GPU-host and GPU-GPU ---------------------------------------------------------
@@ -274,7 +240,7 @@ std::vector<Record> host_pingpong(Run& run) {
   if (host_late) throw PointFailure("host responder passed its deadline before the GPU's last ping");
   const double mhz = mhz_of(h);
   run.doorbell_target = "pinned-host";
-  return {timed("floor_host_pingpong_ns", "ns", cycles_to_ns(c, mhz), mhz)};
+  return {timed_record("floor_host_pingpong_ns", "ns", to_ns(c, mhz), mhz)};
 }
 
 // Device memory of one GPU, freed with that GPU current.
@@ -326,7 +292,7 @@ Record pair_pingpong(Run& run, int a, int b, Params params) {
   const std::string pair = std::to_string(a) + "-" + std::to_string(b);
   if (h.timed_out || pong_late.read(1)[0]) throw PointFailure("NVLink ping-pong " + pair + ": a flag wait passed --timeout-ms");
   const double mhz = mhz_of(h);
-  Record r = timed(m, "ns", cycles_to_ns(samples.read(iters), mhz), mhz);
+  Record r = timed_record(m, "ns", to_ns(samples.read(iters), mhz), mhz);
   r.params = std::move(params);
   r.doorbell_target = "gpu-memory";
   return r;
@@ -371,35 +337,18 @@ __global__ void nic_loopback_kernel(gda::Context ctx, GdaTarget tg, int warmup, 
   gda::ThreadQp tq(&ctx.qps[0]);
   out->w.start = clock_sample();
   for (int i = -warmup; i < iters; ++i) {
-    gda::PutOp op{};
-    op.raddr = tg.dst + 8 * (i & 255);
-    op.rkey = tg.rkey;
-    op.laddr = tg.src;
-    op.lkey = tg.lkey;
-    op.length = 8;
-    op.inline_data = true;
-    op.value = 0x1000 + i;
-    const long long t0 = clock64();
-    if (!tq.put<Order>(ctx, op, true)) break;
-    const long long t1 = clock64();
-    if (!tq.quiet(ctx)) break;
-    const long long t2 = clock64();
+    const gda::PutOp op = put_op(tg, tg.dst + 8 * (i & 255), tg.src, 8, true, 0x1000 + i);
+    long long issue = 0, complete = 0;
+    if (!timed_put_quiet<Order>(tq, ctx, op, &issue, &complete)) break;
     if (i >= 0) {
-      out->issue[i] = t1 - t0;
-      out->complete[i] = t2 - t0;
+      out->issue[i] = issue;
+      out->complete[i] = complete;
     }
   }
   // Message rate: `iters` writes back to back, one doorbell each, then one quiet.
   const long long r0 = clock64();
   for (int i = 0; i < iters; ++i) {
-    gda::PutOp op{};
-    op.raddr = tg.dst + 8 * (i & 255);
-    op.rkey = tg.rkey;
-    op.lkey = tg.lkey;
-    op.length = 8;
-    op.inline_data = true;
-    op.value = i;
-    if (!tq.put<Order>(ctx, op, true)) break;
+    if (!tq.put<Order>(ctx, put_op(tg, tg.dst + 8 * (i & 255), tg.src, 8, true, i), true)) break;
   }
   tq.quiet(ctx);
   out->rate_cycles = clock64() - r0;
@@ -462,9 +411,10 @@ std::vector<Record> nic_loopback(Run& run) {
   } else {
     params.set("observed_port_xmit_packets", "unreadable: no sysfs counter for " + device);
   }
-  std::vector<Record> out = {timed(metrics[0], "ns", cycles_to_ns(issue.read(), mhz), mhz),
-                             timed(metrics[1], "ns", cycles_to_ns(complete.read(), mhz), mhz),
-                             timed(metrics[2], "Mmsg/s", {iters * mhz / static_cast<double>(h.rate_cycles)}, mhz)};
+  std::vector<Record> out = {
+      timed_record(metrics[0].c_str(), "ns", to_ns(issue.read(), mhz), mhz),
+      timed_record(metrics[1].c_str(), "ns", to_ns(complete.read(), mhz), mhz),
+      timed_record(metrics[2].c_str(), "Mmsg/s", {iters * mhz / static_cast<double>(h.rate_cycles)}, mhz)};
   for (Record& r : out) r.params = params;
   return out;
 }
