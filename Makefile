@@ -14,7 +14,7 @@ NATIVE_BUILD := build/ctest
 # Debian packages the native build and the tests need (installed when we are root and they are missing).
 SYSTEM_PACKAGES := $(shell grep -v '^\#' tools/system-packages.txt)
 
-.PHONY: run test setup system-packages lint native-test pytest softroce-test clean archive container-recipes export claim artifact-docs
+.PHONY: doctor run test setup system-packages lint native-test pytest softroce-test clean archive container-recipes export claim artifact-docs
 
 setup: system-packages $(STAMP)
 
@@ -70,6 +70,16 @@ claim: setup
 artifact-docs: setup
 	$(BIN)/python -m gicomm.artifact
 	$(BIN)/python -m gicomm.docs
+
+# What this host should reach, what it reaches, and why it is below (docs/doctor.md): measures the
+# floors when a GPU build exists (floors that need a GPU say so), checks the host, judges the latest
+# campaign of this host kind; prints the table, writes results/doctor/report/doctor.html.
+DOCTOR_ARGS ?=
+doctor: setup
+	cmake -S native -B $(NATIVE_BUILD) -DGICOMM_CUDA_ARCHS=90 >/dev/null
+	cmake --build $(NATIVE_BUILD) -j $(JOBS) --target gicomm-bench-floors >/dev/null 2>&1 || true
+	driver=$(NATIVE_BUILD)/bin/gicomm-bench-floors
+	$(BIN)/python -m gicomm.doctor $$(test -x $$driver && echo --floors-driver $$driver) $(DOCTOR_ARGS)
 
 CAMPAIGN ?= local
 export: setup

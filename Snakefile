@@ -20,6 +20,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/baselines.smk"
 include: "workflow/rules/model.smk"
+include: "workflow/rules/doctor.smk"
 
 
 rule all:

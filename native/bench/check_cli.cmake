@@ -7,6 +7,8 @@
 #   no_gpu         with no GPU visible (CUDA_VISIBLE_DEVICES empty) a valid point (VALID) exits 3
 #                  with one stderr line matching EXPECT and writes no record
 #   engine_rounds  the engine honours --warmup and --iters: one sample per timed round
+#   floors_no_gpu  the floors experiment with no GPU visible: every floor is one skipped record
+#                  saying a GPU is needed, exit 0 (the doctor runs it on any host)
 #   soak_smoke     a short soak of both targets (2 producers, frequent kills): exit 0, status ok,
 #                  lost = duplicated = reordered = misdirected = 0, and kills on both targets
 file(REMOVE ${OUT})
@@ -56,6 +58,22 @@ elseif(CASE STREQUAL "no_gpu")
   execute_process(COMMAND ${CMAKE_COMMAND} -E env CUDA_VISIBLE_DEVICES= ${BENCH} ${common} --param ${VALID} ${FLAGS}
                   RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
   expect_hardware_missing("${rc}" "${err}" "${EXPECT}")
+elseif(CASE STREQUAL "floors_no_gpu")
+  foreach(floor wqe_doorbell ring_store host_pingpong nvlink_pingpong nic_loopback)
+    file(REMOVE ${OUT})
+    execute_process(COMMAND ${CMAKE_COMMAND} -E env CUDA_VISIBLE_DEVICES= ${BENCH} --experiment floors --out ${OUT}
+                            --campaign ci --host ci --platform local --run-index 0 --provenance-id ci --param floor=${floor}
+                    RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "floors ${floor} without a GPU: expected exit 0 (a skipped record), got ${rc}: ${err}")
+    endif()
+    file(READ ${OUT} body)
+    string(JSON status GET "${body}" status)
+    string(JSON error GET "${body}" error)
+    if(NOT status STREQUAL "skipped" OR NOT error MATCHES "needs a CUDA GPU")
+      message(FATAL_ERROR "floors ${floor} without a GPU: expected a skipped record saying why, got: ${body}")
+    endif()
+  endforeach()
 elseif(CASE STREQUAL "hardware_missing")
   # Where the hardware exists the case is not meaningful and passes.
   file(GLOB devs /sys/class/infiniband/*)

@@ -5,8 +5,9 @@ Output tables (results/<campaign>/aggregate/):
 
 - summary.csv: one row per (campaign, host, experiment, transport, NIC backend, CPU clock state,
   sweep point, metric): the median over runs of the per-run p50 and p99, their min and max over
-  runs, and the 95% Student-t interval of the per-run p50s (gicomm.intervals, as the verdicts use;
-  empty with fewer than two runs).
+  runs, the 95% Student-t interval of the per-run p50s (gicomm.intervals, as the verdicts use;
+  empty with fewer than two runs), and the median over runs of the overhead above the same-run
+  floor (overhead_ns, where one applies).
 - ratios.csv: for every pair of transports measured at the same point in the same process run,
   the per-run ratio of their p50, then its median, min and max over runs.
 
@@ -69,9 +70,11 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, g in ok.groupby(keys, sort=True, dropna=False):
         # One value per run: a run that wrote a point twice (a retried batch) counts once.
-        per_run = g.groupby("run_index").agg(
-            p50=("p50", "median"), p99=("p99", "median"), n=("n", "sum")
-        )
+        per_run = g.assign(overhead_ns=_numeric(g, "overhead_ns")).groupby("run_index").agg(
+            p50=("p50", "median"), p99=("p99", "median"), n=("n", "sum"),
+            overhead_ns=("overhead_ns", "median"),
+        )  # fmt: skip
+        overhead = per_run["overhead_ns"].dropna()
         lo, hi = t_interval(per_run["p50"].to_numpy())
         clocks = _numeric(g, "sm_clock_mhz")
         cpu = _numeric(g, "cpu_clock_mhz")
@@ -99,6 +102,8 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
                 "engine_ceiling_shape": _observed_value(g["engine_ceiling_shape"])
                 if "engine_ceiling_shape" in g
                 else np.nan,
+                # above the same-run floor (gicomm.doctor.floors), median over runs
+                "overhead_ns": float(overhead.median()) if not overhead.empty else np.nan,
             }
             | {c: _observed_value(g[c]) for c in observed}
         )

@@ -30,6 +30,9 @@ PROVENANCE_COLUMNS = ["rdma_provider", "doorbell_target", "topology", "measure_k
 # and that shape: rate records on a softnic backend carry them.
 CEILING_COLUMNS = ["engine_ceiling", "engine_ceiling_shape"]
 ID_COLUMNS = IDENTITY_COLUMNS + CONTEXT_COLUMNS
+# The same-run floor of a latency (config/floors.yaml, gicomm.doctor.floors): which floor, its p50
+# in the same campaign, host and run, and the overhead above it (p50 - floor_ns).
+FLOOR_COLUMNS = ["floor", "floor_ns", "overhead_ns"]
 STAT_COLUMNS = ["n", "p50", "p90", "p99", "min", "max", "mean", "stddev"]
 SAMPLES_COLUMN = "n_samples"
 PARAM_PREFIX = "param_"
@@ -52,6 +55,7 @@ SUMMARY_STATS = [
     "sm_clock_max_mhz",
     "cpu_clock_mhz",
     *CEILING_COLUMNS,
+    "overhead_ns",
 ]
 RATIO_COLUMNS = ["numerator", "denominator", "runs", "ratio", "ratio_min", "ratio_max"]
 

@@ -282,6 +282,26 @@ def generic_plot(df: pd.DataFrame, spec: dict, fig: plt.Figure) -> None:
                   split=spec.get("col"))  # fmt: skip
 
 
+def with_overhead(d: pd.DataFrame) -> pd.DataFrame:
+    """`d` plus, for each latency with a same-run floor (summary column overhead_ns), a metric
+    `<metric>_over_floor` holding the overhead above that floor, so the figure shows it beside
+    the latency."""
+    if "overhead_ns" not in d:
+        return d
+    over = pd.to_numeric(d["overhead_ns"], errors="coerce")
+    o = d[over.notna()].copy()
+    if o.empty:
+        return d
+    o["metric"] = o["metric"] + "_over_floor"
+    o["unit"] = "ns"
+    for c in ("p50", "p50_min", "p50_max"):
+        o[c] = over[over.notna()]
+    for c in ("p50_ci_lo", "p50_ci_hi", "p99", "p99_min", "p99_max"):
+        if c in o:
+            o[c] = float("nan")
+    return pd.concat([d, o], ignore_index=True)
+
+
 def plot_experiment(
     summary: pd.DataFrame,
     records: pd.DataFrame,
@@ -291,6 +311,7 @@ def plot_experiment(
 ) -> None:
     """The experiment's own figure: every metric against its swept parameter."""
     d = summary[summary["experiment"] == experiment] if not summary.empty else summary
+    d = with_overhead(d)
     fig = plt.figure(figsize=FIGSIZE, layout="constrained")
     if d.empty:
         message_figure(fig, status_text(records, experiment))

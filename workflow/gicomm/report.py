@@ -470,6 +470,7 @@ def render_campaign_report(r: CampaignReport) -> None:
     page = env.get_template("index.html.j2").render(
         campaign=r.campaign,
         model=model,
+        doctor_page=(out / "doctor.html").exists(),
         hosts=hosts,
         experiments=statuses,
         current=r.current,

@@ -2,7 +2,8 @@
 
 The tidy table of a campaign is results/<campaign>/tidy/records.csv; across campaigns,
 results/combined/records.csv. Columns (gicomm.columns): the record's identity and context fields,
-`param_<name>` per sweep parameter, and the statistics (n, p50, p90, p99, min, max, mean, stddev).
+`param_<name>` per sweep parameter, the statistics (n, p50, p90, p99, min, max, mean, stddev), and
+for each latency config/floors.yaml names, its same-run floor (floor, floor_ns) and overhead_ns.
 
 Before a table is made, the raw files are checked as a whole: a campaign holds each metric of each
 point of each run once, a raw file holds only records of its own campaign, experiment, host and run
@@ -20,6 +21,7 @@ import pandas as pd
 
 from gicomm.columns import (
     CEILING_COLUMNS,
+    FLOOR_COLUMNS,
     ID_COLUMNS,
     PROVENANCE_COLUMNS,
     SAMPLES_COLUMN,
@@ -27,6 +29,7 @@ from gicomm.columns import (
     param_column,
     param_columns_of,
 )
+from gicomm.doctor.floors import attach_floors
 from gicomm.errors import RecordError
 from gicomm.layout import RawFile, raw_file_of
 from gicomm.records import record_key, scan_records
@@ -35,6 +38,7 @@ from gicomm.records import record_key, scan_records
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     row = {k: record.get(k) for k in ID_COLUMNS}
     row |= {k: record[k] for k in PROVENANCE_COLUMNS + CEILING_COLUMNS if k in record}
+    row |= {k: record[k] for k in ("floor", "floor_ns") if k in record}
     for k, v in record.get("params", {}).items():
         row[param_column(k)] = v
     stats = record.get("stats") or {}
@@ -47,11 +51,12 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
 def tidy_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     rows = [flatten(r) for r in records]
     if not rows:
-        return pd.DataFrame(columns=ID_COLUMNS + STAT_COLUMNS + [SAMPLES_COLUMN])
+        return pd.DataFrame(columns=ID_COLUMNS + STAT_COLUMNS + [SAMPLES_COLUMN] + FLOOR_COLUMNS)
     df = pd.DataFrame(rows)
     provenance = [c for c in PROVENANCE_COLUMNS + CEILING_COLUMNS if c in df.columns]
     params = param_columns_of(df.columns)
-    return df[ID_COLUMNS + provenance + params + STAT_COLUMNS + [SAMPLES_COLUMN]]
+    df = attach_floors(df)
+    return df[ID_COLUMNS + provenance + params + STAT_COLUMNS + [SAMPLES_COLUMN] + FLOOR_COLUMNS]
 
 
 def _foreign(where: str, record: dict[str, Any], f: RawFile) -> str | None:

@@ -95,7 +95,45 @@ Timed run_timed(GdaRig& rig, int iters, const char* what, Launch&& launch) {
   return t;
 }
 
-order::Variant variant_of(const Run& run);
+// The point's ordering variant (parameter `variant`).
+inline order::Variant variant_of(const Run& run) {
+  order::Variant v;
+  const std::string name = run.param<std::string>("variant");
+  if (!order::variant_from_name(name.c_str(), &v)) throw PointFailure("unknown ordering variant " + name);
+  return v;
+}
+
+#if defined(__CUDACC__)
+// One op, timed in SM cycles: the put with its doorbell (`issue`) and through its completion
+// (`complete`, from the same start); false when a bounded wait failed (the error report says why).
+template <class Order>
+__device__ __forceinline__ bool timed_put_quiet(gda::ThreadQp& tq, const gda::Context& ctx, const gda::PutOp& op,
+                                                long long* issue, long long* complete) {
+  const long long t0 = clock64();
+  if (!tq.put<Order>(ctx, op, true)) return false;
+  const long long t1 = clock64();
+  if (!tq.quiet(ctx)) return false;
+  *issue = t1 - t0;
+  *complete = clock64() - t0;
+  return true;
+}
+
+// The floor under one op, in SM cycles: the bare 48-byte WQE store + Order's fence + the 8-byte
+// doorbell store into `sq` (a 64-WQEBB ring) and `db`, preceded by a pause that lets earlier stores
+// drain. gda_one_op times it beside each op; the floors experiment into each kind of memory.
+template <class Order>
+__device__ __forceinline__ long long timed_bare_sequence(uint8_t* sq, uint64_t* db, int i) {
+  spin_cycles(4000);
+  uint4* wqe = reinterpret_cast<uint4*>(sq + 64 * (i & 63));
+  const long long t0 = clock64();
+  wqe[0] = make_uint4(i, 1, 2, 3);
+  wqe[1] = make_uint4(4, 5, 6, 7);
+  wqe[2] = make_uint4(8, 9, 10, 11);
+  Order::before_doorbell();
+  Order::store_doorbell(db, static_cast<uint64_t>(i));
+  return clock64() - t0;
+}
+#endif
 
 // gda_one_op's measurement (gda_one_op.cu): issue_cycles, issue_ns, completion_ns,
 // floor_issue_cycles, floor_issue_ns, issue_over_floor of one 8-byte op.

@@ -29,29 +29,18 @@ __global__ void one_op_kernel(Context ctx, GdaTarget tg, int warmup, int iters, 
     uint64_t* src = reinterpret_cast<uint64_t*>(tg.src) + (i & 255);
     if (!kInline) *src = 0x1000 + i;  // the pointer payload: written before the op, ordered by the policy
     const PutOp op = put_op(tg, tg.dst + 8 * (i & 255), reinterpret_cast<uint64_t>(src), 8, kInline, 0x1000 + i);
-    const long long t0 = clock64();
-    if (!tq.put<Order>(ctx, op, true)) break;
-    const long long t1 = clock64();
-    if (!tq.quiet(ctx)) break;
-    const long long t2 = clock64();
+    long long issue = 0, complete = 0;
+    if (!timed_put_quiet<Order>(tq, ctx, op, &issue, &complete)) break;
     if (i >= 0) {
-      out->issue[i] = t1 - t0;
-      out->complete[i] = t2 - t0;
+      out->issue[i] = issue;
+      out->complete[i] = complete;
     }
   }
   tq.flush();
   // The floor: the bare stores of the same sequence into the same kind of memory, same fence.
   for (int i = -warmup; i < iters; ++i) {
-    spin_cycles(4000);  // let earlier stores drain, as the completion wait does above
-    uint4* wqe = reinterpret_cast<uint4*>(floor_sq + 64 * (i & 63));
-    const long long t0 = clock64();
-    wqe[0] = make_uint4(i, 1, 2, 3);
-    wqe[1] = make_uint4(4, 5, 6, 7);
-    wqe[2] = make_uint4(8, 9, 10, 11);
-    Order::before_doorbell();
-    Order::store_doorbell(floor_db, static_cast<uint64_t>(i));
-    const long long t1 = clock64();
-    if (i >= 0) out->floor[i] = t1 - t0;
+    const long long t = timed_bare_sequence<Order>(floor_sq, floor_db, i);
+    if (i >= 0) out->floor[i] = t;
   }
   out->start = s0;
   out->end = clock_sample();
@@ -60,13 +49,6 @@ __global__ void one_op_kernel(Context ctx, GdaTarget tg, int warmup, int iters, 
 std::vector<Record> gda_one_op(Run& run) { return measure_one_op(run); }
 
 }  // namespace
-
-order::Variant variant_of(const Run& run) {
-  order::Variant v;
-  const std::string name = run.param<std::string>("variant");
-  if (!order::variant_from_name(name.c_str(), &v)) throw PointFailure("unknown ordering variant " + name);
-  return v;
-}
 
 std::vector<Record> measure_one_op(Run& run) {
   const bool inl = run.param<std::string>("payload") == "inline";

@@ -1,0 +1,5 @@
+import sys
+
+from gicomm.doctor.cli import main
+
+sys.exit(main())
