@@ -29,13 +29,24 @@ PROVENANCE_COLUMNS = ["rdma_provider", "doorbell_target", "topology", "measure_k
 # The software NIC engine's ceiling for a rate point's WQE shape, measured in the same run (Mmsg/s),
 # and that shape: rate records on a softnic backend carry them.
 CEILING_COLUMNS = ["engine_ceiling", "engine_ceiling_shape"]
+# How a NIC point ran: values measured another way (on the emulated rdma-core or a real one, between
+# two ranks or looping back) are never one series.
+PATH_KEYS = ["rdma_provider", "doorbell_target", "topology"]
+# The record's path proof (its port counters before and after), flattened: the verdict, and what
+# it read. A point whose verdict is failed is a failed point (gicomm.records).
+PATH_CHECK_COLUMNS = {
+    "path_check": "verdict",
+    "path_check_device": "device",
+    "path_check_expected_bytes": "expected_bytes",
+    "path_check_reason": "reason",
+}
 ID_COLUMNS = IDENTITY_COLUMNS + CONTEXT_COLUMNS
 STAT_COLUMNS = ["n", "p50", "p90", "p99", "min", "max", "mean", "stddev"]
 SAMPLES_COLUMN = "n_samples"
 PARAM_PREFIX = "param_"
 
 # A series of the summary: one value per sweep point (plus the param_ columns) and metric.
-SERIES_KEYS = [*WHERE_COLUMNS, "cpu_clock_state", "metric", "unit"]
+SERIES_KEYS = [*WHERE_COLUMNS, *PATH_KEYS, "cpu_clock_state", "metric", "unit"]
 SUMMARY_STATS = [
     "runs",
     "p50",
@@ -52,6 +63,7 @@ SUMMARY_STATS = [
     "sm_clock_max_mhz",
     "cpu_clock_mhz",
     *CEILING_COLUMNS,
+    "path_check",
 ]
 RATIO_COLUMNS = ["numerator", "denominator", "runs", "ratio", "ratio_min", "ratio_max"]
 

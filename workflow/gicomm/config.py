@@ -16,6 +16,7 @@ from typing import Any
 from gicomm import CONFIG_DIR, REPO_ROOT
 from gicomm.errors import ConfigError
 from gicomm.experiments import Experiment, load_experiment
+from gicomm.ranks import NicSetup, nic_setup
 from gicomm.schema import apply_defaults, load_schema, validate
 from gicomm.yamlio import MAX_EXPANDED, load_yaml
 
@@ -40,6 +41,7 @@ class Campaign:
     baselines_file: Path = REPO_ROOT / "config" / "baselines.yaml"
     platform_spec: dict[str, Any] = field(repr=False, default_factory=dict)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    nic: NicSetup = field(default_factory=NicSetup)
 
     @property
     def max_nodes(self) -> int:
@@ -209,6 +211,7 @@ def load_campaign(
         baselines_file=REPO_ROOT / cfg["baselines_file"],
         platform_spec=platform_spec,
         raw=cfg,
+        nic=nic_setup(cfg["nic"], cfg["platform"], platform_spec),
     )
 
 

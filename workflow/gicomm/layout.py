@@ -28,6 +28,7 @@ from gicomm import REPO_ROOT
 from gicomm.config import Campaign
 from gicomm.errors import ConfigError
 from gicomm.needs import unmet_needs
+from gicomm.ranks import needs_here
 
 RESULTS = Path("results")
 # ---- path patterns ({campaign}, {host}, {experiment}, {run}, {batch} are Snakemake wildcards) ----
@@ -174,7 +175,7 @@ class Layout:
         node = json.loads(Path(hardware).read_text())
         built = json.loads(Path(build).read_text())
         for p in e.batches(self.c.sweep)[batch]:
-            needs = e.needs_of(p)
+            needs = needs_here(e.needs_of(p), self.c.nic, p.nic_backend, node)
             if not unmet_needs(needs, node, built, self.c.max_nodes, self.c.may_lock_clocks):
                 return HOST_SHARES
         return 1
@@ -198,6 +199,7 @@ class Layout:
             "platform": self.c.platform,
             "max_nodes": self.c.max_nodes,
             "may_lock_clocks": self.c.may_lock_clocks,
+            "nic": self.c.nic.as_params(),
             "declared": {
                 **({"template": spec["template"]} if "template" in spec else {}),
                 "gpu": {"per_node": (spec.get("gpu") or {}).get("per_node") or 0},

@@ -97,7 +97,17 @@ def check_record(record: Any, where: str) -> dict[str, Any]:
     errors = sorted(validator("record").iter_errors(record), key=lambda e: list(e.path))
     if errors:
         raise RecordError(f"{where}: invalid record: " + "; ".join(describe(e) for e in errors))
-    return record
+    return failed_path(record)
+
+
+def failed_path(record: dict[str, Any]) -> dict[str, Any]:
+    """A record whose path proof failed is a failed point (never aggregated), with the proof's
+    reason, whatever status its writer gave it."""
+    check = record.get("path_check")
+    if not isinstance(check, dict) or check.get("verdict") != "failed" or record["status"] != "ok":
+        return record
+    why = check.get("reason") or "the port counters did not show the point's traffic"
+    return {**record, "status": "failed", "error": f"path check failed: {why}"}
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

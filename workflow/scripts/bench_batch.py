@@ -9,6 +9,7 @@ from gicomm.bench import BatchJob, run_batch
 from gicomm.errors import ConfigError
 from gicomm.experiments import load_experiment
 from gicomm.process import die_with_parent
+from gicomm.ranks import NicSetup
 from gicomm.smk import logged
 
 die_with_parent(signal.SIGTERM)  # a killed Snakemake ends this job too: the rerun resumes it
@@ -38,5 +39,6 @@ with logged(snakemake):
             max_nodes=m["max_nodes"],
             may_lock_clocks=m["may_lock_clocks"],
             platform_spec=m["declared"],
+            nic=NicSetup.from_params(m.get("nic")),
         )
     )
