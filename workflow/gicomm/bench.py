@@ -399,6 +399,7 @@ def _measure(
             dict(plan.env),
             plan.topology,
             plan.emulated,
+            job.wait_ms,
         )
         ended = first_failure(
             run_group(

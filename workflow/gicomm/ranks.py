@@ -148,6 +148,7 @@ def local_ranks(
     port: int,
     env: dict[str, str],
     emulated: bool,
+    peer_ms: int,
 ) -> list[RankCommand]:
     """Two processes on this node, meeting at 127.0.0.1:`port`. `argv` ends without --out. On the
     emulation each rank keeps its own sysfs-like view (the port counters its path proof reads)."""
@@ -155,6 +156,7 @@ def local_ranks(
     for rank in range(WORLD):
         flags = ["--rank", str(rank), "--world-size", str(WORLD)]
         flags += ["--rendezvous", RENDEZVOUS_HOST, "--rendezvous-port", str(port)]
+        flags += ["--peer-timeout-ms", str(peer_ms)]
         rank_env = dict(env)
         if emulated:
             rank_env["GICOMM_EMU_SYSFS_DIR"] = str(out.with_name(f"{out.stem}.rank{rank}.sysfs"))
@@ -169,31 +171,43 @@ _PER_RANK_OUT = 'o="$1"; shift; [ "${SLURM_PROCID:-0}" = 0 ] || o="$o.rank$SLURM
 _PER_RANK_OUT += 'exec "$@" --out "$o"'
 
 
-def srun_ranks(wrap: list[str], argv: list[str], out: Path, env: dict[str, str]) -> RankCommand:
+def srun_ranks(
+    wrap: list[str], argv: list[str], out: Path, env: dict[str, str], peer_ms: int
+) -> RankCommand:
     """One task per node of the job's allocation; the drivers' launcher reads SLURM_PROCID,
     SLURM_NTASKS and SLURM_NODELIST (rank 0's node is the rendezvous)."""
     srun = ["srun", f"--ntasks={WORLD}", "--ntasks-per-node=1", f"--nodes={WORLD}"]
     srun += ["--kill-on-bad-exit=1", "sh", "-c", _PER_RANK_OUT, "gicomm-rank", str(out)]
-    return RankCommand([*srun, *wrap, *argv], env, None)
+    return RankCommand([*srun, *wrap, *argv, "--peer-timeout-ms", str(peer_ms)], env, None)
 
 
 def rank_commands(
     wrap: list[str], argv: list[str], out: Path, env: dict[str, str], topology: str | None,
-    emulated: bool, port: int | None = None,
+    emulated: bool, wait_ms: int, port: int | None = None,
 ) -> list[RankCommand]:  # fmt: skip
     """The processes that run a batch's points in `topology` (`argv` is the driver's command line
-    without --out). loopback and single-process: one process, as today."""
+    without --out): two ranks; one process whose NIC points loop back on its own device
+    (--topology loopback); or one process (points without a NIC)."""
+    peer_ms = peer_timeout_ms(wait_ms)
+    if topology == "loopback":
+        return [RankCommand([*wrap, *argv, "--out", str(out), "--topology", "loopback"], env, None)]
     if topology != "two-rank":
         return [RankCommand([*wrap, *argv, "--out", str(out)], env, None)]
     if not emulated and in_two_node_allocation():
-        return [srun_ranks(wrap, argv, out, env)]
-    return local_ranks(wrap, argv, out, port or free_port(), env, emulated)
+        return [srun_ranks(wrap, argv, out, env, peer_ms)]
+    return local_ranks(wrap, argv, out, port or free_port(), env, emulated, peer_ms)
+
+
+def peer_timeout_ms(wait_ms: int) -> int:
+    """How long a rank waits for its peer to connect and answer (--peer-timeout-ms): the peer's
+    start-up (CUDA, the NIC's queues) on top of the campaign's bound on every wait."""
+    return max(10_000, 5 * wait_ms)
 
 
 def grace_s(wait_ms: int) -> float:
     """How long the other rank may still run once one has ended: its teardown, or its own bounded
-    wait for the peer that ended (every wait is bounded by wait_ms)."""
-    return 10.0 + 2.0 * wait_ms / 1000.0
+    wait for the peer that ended."""
+    return 10.0 + peer_timeout_ms(wait_ms) / 1000.0
 
 
 def rank_side_files(out: Path) -> list[Path]:
