@@ -392,6 +392,7 @@ def _measure(
         keys = ledger.expect.keys
         write_atomic(points_file, "".join(point_line(p, keys[p.point_id]) + "\n" for p in todo))
         scratch.unlink(missing_ok=True)
+        name = program + (f" (under {ranks.EMU_RUN})" if plan.wrap else "")
         cmds = ranks.rank_commands(
             list(plan.wrap),
             driver_argv(job, program, points_file),
@@ -403,7 +404,7 @@ def _measure(
         )
         ended = first_failure(
             run_group(
-                [Command(c.argv, c.env, c.rank) for c in cmds],
+                [Command(c.argv, c.env, c.rank, name) for c in cmds],
                 deadline_s=job.point_s * len(todo),
                 grace_s=ranks.grace_s(job.wait_ms),
                 pass_fds=[lock.fd] if lock.fd is not None else [],

@@ -15,7 +15,7 @@ from typing import Any
 
 from gicomm import CONFIG_DIR, REPO_ROOT
 from gicomm.errors import ConfigError
-from gicomm.experiments import Experiment, load_experiment
+from gicomm.experiments import Experiment, load_experiment, with_sweep
 from gicomm.ranks import NicSetup, nic_setup
 from gicomm.schema import apply_defaults, load_schema, validate
 from gicomm.yamlio import MAX_EXPANDED, load_yaml
@@ -185,6 +185,13 @@ def load_campaign(
     experiments = {n: load_experiment(config_dir / "experiments" / f"{n}.yaml") for n in names}
     if cfg["experiments"] == "all":  # opt-in experiments run only when named
         experiments = {n: e for n, e in experiments.items() if not e.opt_in}
+    for name, sweep in cfg["sweeps"].items():
+        if name not in experiments:
+            raise ConfigError(
+                f"{source}: 'sweeps.{name}': not an experiment of this campaign; allowed: "
+                f"{', '.join(experiments)}"
+            )
+        experiments[name] = with_sweep(experiments[name], sweep, source, f"sweeps.{name}")
 
     archived_all = archived_campaigns(archive_dir)
     archived = archived_all if cfg["report"]["archived"] == "all" else cfg["report"]["archived"]

@@ -28,7 +28,7 @@ from gicomm import REPO_ROOT
 from gicomm.config import Campaign
 from gicomm.errors import ConfigError
 from gicomm.needs import unmet_needs
-from gicomm.ranks import needs_here
+from gicomm.ranks import is_nic_point, needs_here
 
 RESULTS = Path("results")
 # ---- path patterns ({campaign}, {host}, {experiment}, {run}, {batch} are Snakemake wildcards) ----
@@ -186,12 +186,13 @@ class Layout:
         job again (and it measures again) when any of these change."""
         e = self.c.experiments[experiment]
         spec = self.c.platform_spec
-        return {
+        points = e.batches(self.c.sweep)[batch]
+        params: dict[str, Any] = {
             "experiment": experiment,
             "driver": e.driver,
             "sweep": self.c.sweep,
             "batch": batch,
-            "points": [p.point_id for p in e.batches(self.c.sweep)[batch]],
+            "points": [p.point_id for p in points],
             "warmup": e.warmup,
             "iters": e.iters,
             "wait_ms": self.c.timeouts["wait_ms"],
@@ -199,13 +200,18 @@ class Layout:
             "platform": self.c.platform,
             "max_nodes": self.c.max_nodes,
             "may_lock_clocks": self.c.may_lock_clocks,
-            "nic": self.c.nic.as_params(),
             "declared": {
                 **({"template": spec["template"]} if "template" in spec else {}),
                 "gpu": {"per_node": (spec.get("gpu") or {}).get("per_node") or 0},
                 "nics": [n.get("name") for n in spec.get("nics") or []],
             },
         }
+        # Present only where they apply, so the batches of other campaigns keep their params.
+        if experiment in self.c.raw.get("sweeps", {}):
+            params["campaign_sweep"] = self.c.raw["sweeps"][experiment]
+        if any(is_nic_point(p.nic_backend) for p in points):
+            params["nic"] = self.c.nic.as_params()
+        return params
 
     # ---- campaigns ------------------------------------------------------------------------
     def is_archived(self, campaign: str) -> bool:

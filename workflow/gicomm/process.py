@@ -98,6 +98,7 @@ class Command:
     argv: Sequence[str]
     env: dict[str, str] = field(default_factory=dict)
     rank: int | None = None
+    name: str = ""  # what failure messages call it (default: the program's file name)
 
 
 def run_logged(
@@ -206,7 +207,7 @@ class _Running:
         if self.proc.poll() is None:
             _kill_group(self.proc)
         self.reader.join(timeout=10)
-        name = str(self.cmd.argv[0]).rsplit("/", 1)[-1]
+        name = self.cmd.name or str(self.cmd.argv[0]).rsplit("/", 1)[-1]
         return Ended(name, self.code, deadline_s, self.elapsed, list(self.tail), self.cmd.rank,
                      self.stopped_after)  # fmt: skip
 

@@ -167,7 +167,7 @@ def local_ranks(
 
 
 # srun gives every task the same command line: the task's rank picks its output file.
-_PER_RANK_OUT = 'o="$1"; shift; [ "${SLURM_PROCID:-0}" = 0 ] || o="$o.rank$SLURM_PROCID"; '
+_PER_RANK_OUT = 'if [ "${SLURM_PROCID:-0}" = 0 ]; then o="$1"; else o="$2"; fi; shift 2; '
 _PER_RANK_OUT += 'exec "$@" --out "$o"'
 
 
@@ -177,7 +177,8 @@ def srun_ranks(
     """One task per node of the job's allocation; the drivers' launcher reads SLURM_PROCID,
     SLURM_NTASKS and SLURM_NODELIST (rank 0's node is the rendezvous)."""
     srun = ["srun", f"--ntasks={WORLD}", "--ntasks-per-node=1", f"--nodes={WORLD}"]
-    srun += ["--kill-on-bad-exit=1", "sh", "-c", _PER_RANK_OUT, "gicomm-rank", str(out)]
+    srun += ["--kill-on-bad-exit=1", "sh", "-c", _PER_RANK_OUT, "gicomm-rank"]
+    srun += [str(rank_out(out, 0)), str(rank_out(out, 1))]
     return RankCommand([*srun, *wrap, *argv, "--peer-timeout-ms", str(peer_ms)], env, None)
 
 
