@@ -285,7 +285,7 @@ def test_under_a_two_node_allocation_one_srun_starts_both_ranks(
     out = tmp_path / "b0.driver.jsonl"
     argv = ["drv", "--points", "p.jsonl"]
     (cmd,) = ranks.rank_commands([], argv, out, {}, "two-rank", emulated=False, wait_ms=2000)
-    assert cmd.argv[:4] == ["srun", "--ntasks=2", "--ntasks-per-node=1", "--nodes=2"]
+    assert cmd.argv[:5] == ["srun", "--overlap", "--ntasks=2", "--ntasks-per-node=1", "--nodes=2"]
     assert cmd.argv[-2:] == ["--peer-timeout-ms", "10000"]
     # the per-task line: rank 0 writes the batch's output, rank 1 a file of its own
     script_at = cmd.argv.index("-c")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gicomm import REPO_ROOT
+from gicomm.baselines.dispatch import DISPATCHER
 from gicomm.config import Campaign
 from gicomm.errors import ConfigError
 from gicomm.needs import unmet_needs
@@ -178,6 +179,23 @@ class Layout:
             needs = needs_here(e.needs_of(p), self.c.nic, p.nic_backend, node)
             if not unmet_needs(needs, node, built, self.c.max_nodes, self.c.may_lock_clocks):
                 return HOST_SHARES
+        return 1
+
+    def bench_nodes(self, experiment: str, batch: int) -> int:
+        """Nodes a bench job asks for: two (one task each) where the platform gives two and the
+        batch has points that need two nodes, or NIC points between two ranks on the platform's
+        real NICs (the runner starts them with srun); otherwise one. Emulated ranks are local."""
+        if self.c.max_nodes < 2:
+            return 1
+        e = self.c.experiments[experiment]
+        two_ranks = (
+            self.c.nic.topology == "two-rank"
+            and bool(self.c.platform_spec.get("nics"))
+            and e.driver != DISPATCHER  # the library harnesses start their own ranks
+        )
+        for p in e.batches(self.c.sweep)[batch]:
+            if e.needs_of(p).get("nodes", 1) >= 2 or (two_ranks and is_nic_point(p.nic_backend)):
+                return 2
         return 1
 
     def bench_params(self, experiment: str, batch: int) -> dict[str, Any]:

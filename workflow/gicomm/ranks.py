@@ -176,7 +176,8 @@ def srun_ranks(
 ) -> RankCommand:
     """One task per node of the job's allocation; the drivers' launcher reads SLURM_PROCID,
     SLURM_NTASKS and SLURM_NODELIST (rank 0's node is the rendezvous)."""
-    srun = ["srun", f"--ntasks={WORLD}", "--ntasks-per-node=1", f"--nodes={WORLD}"]
+    # --overlap: a step of its own beside the job's step that runs this runner
+    srun = ["srun", "--overlap", f"--ntasks={WORLD}", "--ntasks-per-node=1", f"--nodes={WORLD}"]
     srun += ["--kill-on-bad-exit=1", "sh", "-c", _PER_RANK_OUT, "gicomm-rank"]
     srun += [str(rank_out(out, 0)), str(rank_out(out, 1))]
     return RankCommand([*srun, *wrap, *argv, "--peer-timeout-ms", str(peer_ms)], env, None)
