@@ -296,3 +296,51 @@ def test_under_a_two_node_allocation_one_srun_starts_both_ranks(
     # the emulation's wire is local: emulated ranks stay two local processes under Slurm
     cmds = ranks.rank_commands([], argv, out, {}, "two-rank", emulated=True, wait_ms=2000)
     assert [c.rank for c in cmds] == [0, 1]
+
+
+# ---- a campaign's own sweep, and the targets it builds -------------------------------------------
+@pytest.mark.parametrize(
+    ("sweeps", "named"),
+    [
+        ({"connection_scaling": {"active_qps": [64]}}, "'sweeps.connection_scaling': not an "
+         "experiment of this campaign; allowed: proxy_msg_rate"),
+        ({"proxy_msg_rate": {"qps": [1]}}, "'sweeps.proxy_msg_rate': unknown parameter 'qps'"),
+        ({"proxy_msg_rate": {"nic_backend": ["mlx5"]}}, "'sweeps.proxy_msg_rate': parameter "
+         "'nic_backend': value 'mlx5' is not allowed; allowed: 'softnic-cpu', 'none', 'verbs'"),
+        ({"proxy_msg_rate": {"workers": 2}}, "'sweeps.proxy_msg_rate': 'workers': expected a "
+         "non-empty list of values"),
+        ({"proxy_msg_rate": []}, "'sweeps.proxy_msg_rate': value [] is not allowed; allowed: a "
+         "mapping or a list"),
+    ],
+)  # fmt: skip
+def test_a_campaign_sweep_is_checked_like_the_experiments_own(sweeps: dict, named: str):
+    with pytest.raises(ConfigError) as err:
+        load_campaign({**campaign(), "sweeps": sweeps})
+    assert named in str(err.value), str(err.value)
+
+
+def test_a_campaign_sweep_replaces_the_experiments_and_keeps_point_ids():
+    from gicomm.experiments import point_id
+
+    sweep = {"mode": ["rate"], "workers": [1], "rings": [1], "batch": [1], "nic_backend": ["verbs"]}
+    c = load_campaign({**campaign({"emulated": True}), "sweeps": {"proxy_msg_rate": sweep}})
+    (p,) = c.experiments["proxy_msg_rate"].points(c.sweep)
+    assert p.point_id == point_id("proxy_msg_rate", {k: v[0] for k, v in sweep.items()})
+    assert p.nic_backend == "verbs"
+
+
+def test_only_the_targets_asked_for_are_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from gicomm import build
+
+    calls: list[list[str]] = []
+
+    def fake_run(argv, check=True, capture_output=False, text=False, **kw):
+        calls.append(list(argv))
+        listing = "The following are some of the valid targets:\n... all\n... gicomm_emu\n"
+        return subprocess.CompletedProcess(argv, 0, stdout=listing if capture_output else "")
+
+    monkeypatch.setattr(build.subprocess, "run", fake_run)
+    build.build_native(Path("native"), tmp_path, False, "90", "Release", 4,
+                       targets=["gicomm_emu", "gicomm-bench-baselines-nvshmem"])  # fmt: skip
+    assert calls[-1][-5:] == ["--build", str(tmp_path), "-j", "4", "--target", "gicomm_emu"][-5:]
+    assert "gicomm-bench-baselines-nvshmem" not in calls[-1]
