@@ -230,6 +230,7 @@ def test_loopback_is_one_process_that_says_so(tmp_path: Path):
     assert rec["status"] == "ok" and rec["topology"] == "loopback"
     argv = started(job, 0)["argv"]
     assert "--rank" not in argv and argv[argv.index("--topology") + 1] == "loopback"
+    assert started(job, 0)["sysfs"]  # the emulated port counters of its path proof
 
 
 def test_a_failed_path_check_is_a_failed_point_never_aggregated(tmp_path: Path):

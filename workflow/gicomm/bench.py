@@ -23,7 +23,7 @@ import json
 import shutil
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from types import FrameType
@@ -38,7 +38,7 @@ from gicomm.ledger import Expect, Ledger
 from gicomm.locks import FileLock
 from gicomm.needs import unmet_needs
 from gicomm.probe import probe_node
-from gicomm.process import Command, Ended, first_failure, run_group
+from gicomm.process import Ended, first_failure, run_group
 from gicomm.records import RecordIdentity, new_record
 
 EXIT_MISSING_HARDWARE = 3
@@ -392,7 +392,6 @@ def _measure(
         keys = ledger.expect.keys
         write_atomic(points_file, "".join(point_line(p, keys[p.point_id]) + "\n" for p in todo))
         scratch.unlink(missing_ok=True)
-        name = program + (f" (under {ranks.EMU_RUN})" if plan.wrap else "")
         cmds = ranks.rank_commands(
             list(plan.wrap),
             driver_argv(job, program, points_file),
@@ -402,9 +401,10 @@ def _measure(
             plan.emulated,
             job.wait_ms,
         )
+        name = program + (f" (under {ranks.EMU_RUN})" if plan.wrap else "")
         ended = first_failure(
             run_group(
-                [Command(c.argv, c.env, c.rank, name) for c in cmds],
+                [replace(c, name=name) for c in cmds],
                 deadline_s=job.point_s * len(todo),
                 grace_s=ranks.grace_s(job.wait_ms),
                 pass_fds=[lock.fd] if lock.fd is not None else [],

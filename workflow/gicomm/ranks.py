@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gicomm.labels import REAL_NIC_BACKENDS
+from gicomm.process import Command
 
 EMU_RUN = "gicomm-emu-run"
 WORLD = 2
@@ -134,13 +135,6 @@ def in_two_node_allocation(environ: dict[str, str] | None = None) -> bool:
     return bool(env.get("SLURM_JOB_ID")) and nodes.isdigit() and int(nodes) >= WORLD
 
 
-@dataclass(frozen=True)
-class RankCommand:
-    argv: list[str]
-    env: dict[str, str]
-    rank: int | None  # None: one command that starts every rank (srun)
-
-
 def local_ranks(
     wrap: list[str],
     argv: list[str],
@@ -149,21 +143,26 @@ def local_ranks(
     env: dict[str, str],
     emulated: bool,
     peer_ms: int,
-) -> list[RankCommand]:
-    """Two processes on this node, meeting at 127.0.0.1:`port`. `argv` ends without --out. On the
-    emulation each rank keeps its own sysfs-like view (the port counters its path proof reads)."""
+) -> list[Command]:
+    """Two processes on this node, meeting at 127.0.0.1:`port`. `argv` ends without --out."""
     cmds = []
     for rank in range(WORLD):
         flags = ["--rank", str(rank), "--world-size", str(WORLD)]
         flags += ["--rendezvous", RENDEZVOUS_HOST, "--rendezvous-port", str(port)]
         flags += ["--peer-timeout-ms", str(peer_ms)]
-        rank_env = dict(env)
-        if emulated:
-            rank_env["GICOMM_EMU_SYSFS_DIR"] = str(out.with_name(f"{out.stem}.rank{rank}.sysfs"))
+        rank_env = counters_env(env, out, rank, emulated)
         cmds.append(
-            RankCommand([*wrap, *argv, "--out", str(rank_out(out, rank)), *flags], rank_env, rank)
+            Command([*wrap, *argv, "--out", str(rank_out(out, rank)), *flags], rank_env, rank)
         )
     return cmds
+
+
+def counters_env(env: dict[str, str], out: Path, rank: int, emulated: bool) -> dict[str, str]:
+    """On the emulation, each process keeps its own sysfs-like view: the port counters its path
+    proof reads (GICOMM_EMU_SYSFS_DIR)."""
+    if not emulated:
+        return env
+    return {**env, "GICOMM_EMU_SYSFS_DIR": str(out.with_name(f"{out.stem}.rank{rank}.sysfs"))}
 
 
 # srun gives every task the same command line: the task's rank picks its output file.
@@ -173,28 +172,29 @@ _PER_RANK_OUT += 'exec "$@" --out "$o"'
 
 def srun_ranks(
     wrap: list[str], argv: list[str], out: Path, env: dict[str, str], peer_ms: int
-) -> RankCommand:
+) -> Command:
     """One task per node of the job's allocation; the drivers' launcher reads SLURM_PROCID,
     SLURM_NTASKS and SLURM_NODELIST (rank 0's node is the rendezvous)."""
     # --overlap: a step of its own beside the job's step that runs this runner
     srun = ["srun", "--overlap", f"--ntasks={WORLD}", "--ntasks-per-node=1", f"--nodes={WORLD}"]
     srun += ["--kill-on-bad-exit=1", "sh", "-c", _PER_RANK_OUT, "gicomm-rank"]
     srun += [str(rank_out(out, 0)), str(rank_out(out, 1))]
-    return RankCommand([*srun, *wrap, *argv, "--peer-timeout-ms", str(peer_ms)], env, None)
+    return Command([*srun, *wrap, *argv, "--peer-timeout-ms", str(peer_ms)], env, None)
 
 
 def rank_commands(
     wrap: list[str], argv: list[str], out: Path, env: dict[str, str], topology: str | None,
     emulated: bool, wait_ms: int, port: int | None = None,
-) -> list[RankCommand]:  # fmt: skip
+) -> list[Command]:  # fmt: skip
     """The processes that run a batch's points in `topology` (`argv` is the driver's command line
     without --out): two ranks; one process whose NIC points loop back on its own device
     (--topology loopback); or one process (points without a NIC)."""
     peer_ms = peer_timeout_ms(wait_ms)
     if topology == "loopback":
-        return [RankCommand([*wrap, *argv, "--out", str(out), "--topology", "loopback"], env, None)]
+        loop = [*wrap, *argv, "--out", str(out), "--topology", "loopback"]
+        return [Command(loop, counters_env(env, out, 0, emulated), None)]
     if topology != "two-rank":
-        return [RankCommand([*wrap, *argv, "--out", str(out)], env, None)]
+        return [Command([*wrap, *argv, "--out", str(out)], env, None)]
     if not emulated and in_two_node_allocation():
         return [srun_ranks(wrap, argv, out, env, peer_ms)]
     return local_ranks(wrap, argv, out, port or free_port(), env, emulated, peer_ms)
