@@ -194,6 +194,28 @@ def test_ranks_that_hang_together_are_cut_at_the_point_limit(
     )
 
 
+@pytest.mark.parametrize(
+    ("provider", "status", "said"),
+    [
+        ("", "ok", "emulated"),  # a driver that notes no provider ran on the emulation all the same
+        ("system rdma-core 50.0", "failed", "system rdma-core 50.0"),  # it contradicts how it ran
+    ],
+)
+def test_a_record_of_an_emulated_run_never_passes_for_a_real_nics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str, status: str, said: str
+):
+    monkeypatch.setenv("FAKE_PROVIDER", provider)
+    job = make_job(tmp_path, experiment(["a"]))
+    run_batch(job)
+    (rec,) = iter_records(job.output)
+    assert (rec["status"], rec["rdma_provider"]) == (status, said)
+    if status == "failed":
+        assert rec["error"] == (
+            "the driver ran over the emulated rdma-core (gicomm-emu-run), but its record says "
+            "rdma_provider 'system rdma-core 50.0'"
+        )
+
+
 def test_without_the_key_a_nic_point_stays_not_measurable_here(tmp_path: Path):
     job = make_job(tmp_path, experiment(["a"]), nic=ranks.NicSetup(False, "two-rank"))
     run_batch(job)

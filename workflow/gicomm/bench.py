@@ -328,7 +328,8 @@ def _run_locked(job: BatchJob, lock: FileLock) -> None:
     plans = plan_points(job, node, build)
     by_id = {p.point_id: p for p in job.points}
     keys = {pid: measure_key(job, by_id[pid], plan, node, build) for pid, plan in plans.items()}
-    expect = Expect(job.campaign, job.host, job.experiment.name, job.run_index, keys)
+    emulated = frozenset(pid for pid, plan in plans.items() if plan.emulated and plan.program)
+    expect = Expect(job.campaign, job.host, job.experiment.name, job.run_index, keys, emulated)
     ledger = Ledger(job.partial, job.history_dir, expect)
     ledger.resume(job.side_file(".driver.jsonl"), job.side_file(".points.jsonl"))
 
