@@ -9,6 +9,8 @@ Records of schema_version 1 (the archived campaigns) are read as version 2: vers
 point's transport and NIC backend inside `params` (the first drivers spelled the backend
 `backend`); version 2 keeps them top-level only. Every reader upgrades here, so nothing downstream
 keeps a list of keys to drop.
+A record whose path check (`path_check`, the NIC's port counters) failed is read as a
+failed point, whatever its status.
 """
 
 from __future__ import annotations
