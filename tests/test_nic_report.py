@@ -95,5 +95,7 @@ def test_the_report_has_the_nic_paths_page(tmp_path: Path):
     assert page.count("<td>emulated NIC</td>") == 2 and "<td>real NIC</td>" in page
     assert "<td>2 failed, 4 ok</td>" in page
     assert "ran on the emulated NIC (emulated rdma-core: not real-NIC numbers)" in page
+    sweep = (out / "experiments" / "proxy_msg_rate.html").read_text()
+    assert all(f"<th>{c}</th>" in sweep for c in ("rdma_provider", "topology", "path_check"))
     index = (out / "index.html").read_text()
     assert "4 NIC path(s)" in index and 'href="nic.html"' in index

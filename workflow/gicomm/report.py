@@ -55,9 +55,10 @@ from gicomm.yamlio import load_yaml
 
 TEMPLATES = REPO_ROOT / "report" / "templates"
 MAX_TABLE_ROWS = 1500  # longer sweeps are cut in the page (the CSVs carry every row)
-SWEEP_COLUMNS = ["transport", "nic_backend", "rdma_provider", "cpu_clock_state", "host", "metric",
-                 "unit", "runs", "p50", "p50_min", "p50_max", "ci95_lo", "ci95_hi", "run_spread",
-                 "p99", "p99_max", "sm_clock_mhz", "engine_ceiling", "model_nic_bound"]  # fmt: skip
+SWEEP_COLUMNS = ["transport", "nic_backend", "rdma_provider", "topology", "doorbell_target",
+                 "cpu_clock_state", "host", "metric", "unit", "runs", "p50", "p50_min", "p50_max",
+                 "ci95_lo", "ci95_hi", "run_spread", "p99", "p99_max", "sm_clock_mhz",
+                 "engine_ceiling", "model_nic_bound", "path_check"]  # fmt: skip
 
 
 @dataclass
