@@ -351,9 +351,11 @@ def run_library_points(
     nics: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
     harness: bool = False,
+    nic: object = None,
 ) -> list[dict]:
     """library_baselines points through the batch runner, on a host that has what the experiment
-    needs but `nics` for a NIC (none by default) and, with `harness`, a stand-in NVSHMEM harness."""
+    needs but `nics` for a NIC (none by default) and, with `harness`, a stand-in NVSHMEM harness;
+    `nic` is the campaign's NIC setup (gicomm.ranks.NicSetup; with it, a stand-in gicomm-emu-run)."""
     from dataclasses import replace
 
     from gicomm.bench import BatchJob, run_batch
@@ -364,6 +366,11 @@ def run_library_points(
     (build / "gicomm_build.json").write_text('{"cuda": true, "rdma": false}')
     if harness:
         shutil.copy(REPO / "tests/fixtures/fake_driver.py", build / "bin" / HARNESS)
+    if nic is not None:
+        from test_nic_ranks import FAKE_EMU_RUN
+
+        (build / "bin" / "gicomm-emu-run").write_text(FAKE_EMU_RUN)
+        (build / "bin" / "gicomm-emu-run").chmod(0o755)
     monkeypatch.setenv("GICOMM_SYSFS_ROOT", str(fake_sysfs(tmp_path / "sys", nics or {})))
     monkeypatch.setenv("GICOMM_BASELINES_DIR", str(tmp_path / "no-builds"))
     for k, v in (env or {}).items():
@@ -372,6 +379,7 @@ def run_library_points(
         experiment=e, points=points or e.points(), campaign="c", host="h", platform="local",
         run_index=0, build_dir=build, hardware={"provenance_id": "p", "hostname": "h"},
         partial=tmp_path / "partial/b0.jsonl", output=tmp_path / "raw/b0.jsonl",
+        **({"nic": nic} if nic is not None else {}),
     )  # fmt: skip
     run_batch(job)
     recs = list(iter_records(job.output))
@@ -482,6 +490,33 @@ def test_the_runner_starts_our_harness_with_the_knobs_as_env(tmp_path, monkeypat
         {"NVSHMEM_IBGDA_NUM_RC_PER_PE": "16"},
         {"NVSHMEM_IBGDA_NIC_HANDLER": "cpu_host_memory"},
     ]
+
+
+def test_nvshmem_points_run_on_the_emulated_nic_when_the_campaign_asks(tmp_path, monkeypatch):
+    """No NIC, nic.emulated: the NVSHMEM harness runs under gicomm-emu-run with the settings
+    NVSHMEM needs there (a point's own knob kept); its records say rdma_provider emulated."""
+    from gicomm.ranks import NicSetup
+
+    points = [
+        point("nvshmem-ibgda", op="put", size=8),
+        point("nvshmem-ibgda", op="put", size=8, ibgda_nic_handler="gpu"),
+    ]
+    seen = tmp_path / "env.seen"
+    recs = run_library_points(tmp_path, monkeypatch, points, None, {"FAKE_ENV_SEEN": str(seen)},
+                              True, NicSetup(emulated=True, topology="two-rank"))  # fmt: skip
+    assert [r["status"] for r in recs] == ["ok", "ok"], recs
+    assert {r["rdma_provider"] for r in recs} == {"emulated"}
+    handlers = sorted(
+        json.loads(line)["NVSHMEM_IBGDA_NIC_HANDLER"] for line in seen.read_text().splitlines()
+    )
+    assert handlers == ["cpu_host_memory", "gpu"]
+    assert all(
+        json.loads(line)["NVSHMEM_DISABLE_DATA_DIRECT"] == "1"
+        for line in seen.read_text().splitlines()
+    )
+    # without the key: skipped, as before
+    recs = run_library_points(tmp_path / "off", monkeypatch, points[:1], None, None, True)
+    assert recs[0]["status"] == "skipped" and "found no RDMA device" in recs[0]["error"]
 
 
 # ---- the upstream runner, end to end through the batch runner, with fake upstream programs --------

@@ -166,8 +166,14 @@ def test_platform_dry_runs_through_the_slurm_profile_with_its_resources(platform
     jobs = dry_run_jobs(out.stdout)
     rules = {r for r, _ in jobs}
     assert {"probe_host", "build_native", "bench_batch"} <= rules, rules
+    from gicomm.slurm import slurm_resources
+
+    spec = yaml.safe_load((REPO / f"config/platforms/{platform}.yaml").read_text())["platform_spec"]
+    two_node = {k: str(v) for k, v in slurm_resources(spec, "gpu", nodes=2).items()}
     for rule, res in jobs:
         want = EXPECTED[platform].get(rule)
+        if rule == "bench_batch" and res.get("nodes") == "2":
+            want = two_node  # a batch of NIC points between two ranks (one task per node)
         if want is None:
             continue
         missing = {k: v for k, v in want.items() if res.get(k) != v}
@@ -183,6 +189,9 @@ def test_platform_dry_runs_through_the_slurm_profile_with_its_resources(platform
     batches = sum(c.runs_of(e) * len(e.batches(c.sweep)) for e in c.experiments.values())
     points = sum(c.runs_of(e) * len(e.points(c.sweep)) for e in c.experiments.values())
     assert sum(r == "bench_batch" for r, _ in jobs) == batches < points
+    # The NIC experiments' batches ask for two nodes; the others for one.
+    two = sum(r == "bench_batch" and res.get("nodes") == "2" for r, res in jobs)
+    assert 0 < two < batches
 
 
 # ---------------------------------------------------------------- what sbatch receives

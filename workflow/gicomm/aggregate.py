@@ -3,11 +3,12 @@
 Input: the tidy table (one row per record: one metric at one sweep point of one process run).
 Output tables (results/<campaign>/aggregate/):
 
-- summary.csv: one row per (campaign, host, experiment, transport, NIC backend, CPU clock state,
-  sweep point, metric): the median over runs of the per-run p50 and p99, their min and max over
-  runs, the 95% Student-t interval of the per-run p50s (gicomm.intervals, as the verdicts use;
-  empty with fewer than two runs), and the median over runs of the overhead above the same-run
-  floor (overhead_ns, where one applies).
+- summary.csv: one row per (campaign, host, experiment, transport, NIC backend, how a NIC point
+  ran (rdma_provider, doorbell_target, topology), CPU clock state, sweep point, metric): the
+  median over runs of the per-run p50 and p99, their min and max over runs, the 95% Student-t
+  interval of the per-run p50s (gicomm.intervals, as the verdicts use; empty with fewer than
+  two runs), the median over runs of the overhead above the same-run floor (overhead_ns, where
+  one applies), and the path checks of the runs aggregated.
 - ratios.csv: for every pair of transports measured at the same point in the same process run,
   the per-run ratio of their p50, then its median, min and max over runs.
 
@@ -104,6 +105,7 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
                 else np.nan,
                 # above the same-run floor (gicomm.doctor.floors), median over runs
                 "overhead_ns": float(overhead.median()) if not overhead.empty else np.nan,
+                "path_check": _distinct(g["path_check"]) if "path_check" in g else np.nan,
             }
             | {c: _observed_value(g[c]) for c in observed}
         )
@@ -118,6 +120,10 @@ def _observed_value(s: pd.Series) -> object:
     num = pd.to_numeric(s, errors="coerce")
     if num.notna().any() and num.notna().sum() == s.notna().sum():
         return float(num.median())
+    return _distinct(s)
+
+
+def _distinct(s: pd.Series) -> object:
     values = sorted({str(v) for v in s.dropna()})
     return " | ".join(values) if values else np.nan
 

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from gicomm import ranks
 from gicomm.baselines import dispatch
 from gicomm.errors import BuildError, GicommError
 from gicomm.experiments import Experiment, Point
@@ -36,7 +38,7 @@ from gicomm.ledger import Expect, Ledger
 from gicomm.locks import FileLock
 from gicomm.needs import unmet_needs
 from gicomm.probe import probe_node
-from gicomm.process import Ended, run_logged
+from gicomm.process import Ended, first_failure, run_group
 from gicomm.records import RecordIdentity, new_record
 
 EXIT_MISSING_HARDWARE = 3
@@ -61,6 +63,7 @@ class BatchJob:
     max_nodes: int = 1
     may_lock_clocks: bool = False
     platform_spec: dict[str, Any] = field(default_factory=dict)
+    nic: ranks.NicSetup = field(default_factory=ranks.NicSetup)
 
     @property
     def history_dir(self) -> Path:
@@ -127,7 +130,8 @@ def point_line(p: Point, key: str) -> str:
 # ---- what measures each point --------------------------------------------------------------------
 @dataclass(frozen=True)
 class Plan:
-    """How one point is measured: a program of the build (with env), the upstream runner, or
+    """How one point is measured: a program of the build (with env, behind the emulation's
+    wrapper where it runs on the emulated NIC, in its ranks' topology), the upstream runner, or
     not at all (`status` skipped/failed with the reason)."""
 
     program: str | None = None
@@ -136,6 +140,31 @@ class Plan:
     upstream: bool = False
     status: str | None = None
     reason: str = ""
+    wrap: tuple[str, ...] = ()  # gicomm-emu-run in front of the program: the emulated NIC
+    topology: str | None = None  # two-rank | loopback for NIC points the runner launches
+    emulated: bool = False
+
+    @property
+    def group(self) -> tuple[Any, ...]:
+        """Points of one group run in one process (or one pair of ranks)."""
+        return (self.program, self.env, self.one_transport, self.wrap, self.topology)
+
+
+def nic_unmet(
+    job: BatchJob, backend: str | None, node: dict[str, Any], emulated: bool
+) -> list[str]:
+    """Why a NIC point cannot run here beyond its declared needs: the emulation asked for but not
+    built, or no two ranks to be had (the library harnesses start their own ranks)."""
+    if emulated and not (job.build_dir / "bin" / ranks.EMU_RUN).is_file():
+        return [
+            "the campaign asks for the emulated NIC (nic.emulated: true), and the native build has "
+            f"no bin/{ranks.EMU_RUN} (rdma-core's headers were missing when native/ was configured)"
+        ]
+    launches_ranks = job.experiment.driver != dispatch.DISPATCHER
+    reachable = emulated or ranks.node_has_rdma(node)
+    if launches_ranks and ranks.is_nic_point(backend) and reachable and not job.nic.topology:
+        return [job.nic.why]
+    return []
 
 
 def plan_points(job: BatchJob, node: dict[str, Any], build: dict[str, Any]) -> dict[str, Plan]:
@@ -144,23 +173,33 @@ def plan_points(job: BatchJob, node: dict[str, Any], build: dict[str, Any]) -> d
     nics = dispatch.scan_nics() if e.driver == dispatch.DISPATCHER else None
     plans: dict[str, Plan] = {}
     for p in job.points:
-        reasons = unmet_needs(e.needs_of(p), node, build, job.max_nodes, job.may_lock_clocks)
+        transport, backend, params = point_parts(p)
+        emulated = ranks.emulates(job.nic, backend, node)
+        needs = ranks.needs_here(e.needs_of(p), job.nic, backend, node)
+        reasons = unmet_needs(needs, node, build, job.max_nodes, job.may_lock_clocks)
+        reasons += nic_unmet(job, backend, node, emulated)
         if reasons:
             why = "not runnable on this host: " + "; ".join(reasons)
             plans[p.point_id] = Plan(status="skipped", reason=why)
             continue
+        wrap = tuple(ranks.wrapper(bin_dir, transport)) if emulated else ()
         if nics is None:
-            plans[p.point_id] = Plan(program=e.driver)
+            topology = job.nic.topology if ranks.is_nic_point(backend) else None
+            plans[p.point_id] = Plan(
+                program=e.driver, wrap=wrap, topology=topology, emulated=emulated
+            )
             continue
-        transport, _, params = point_parts(p)
-        route = dispatch.route(transport or "", params, bin_dir, nics)
+        route = dispatch.route(transport or "", params, bin_dir, nics, emulated=emulated)
+        env = {**ranks.emulation_env(transport, route.env), **route.env} if emulated else route.env
         plans[p.point_id] = Plan(
             program=route.program,
-            env=tuple(sorted(route.env.items())),
+            env=tuple(sorted(env.items())),
             one_transport=transport if route.program else None,
             upstream=route.upstream,
             status=route.status,
             reason=route.reason,
+            wrap=wrap if route.program else (),
+            emulated=emulated,
         )
     for pid, plan in plans.items():
         if plan.program and not (bin_dir / plan.program).is_file():
@@ -222,6 +261,12 @@ def measure_key(
         "point_s": job.point_s,
         "node": node_identity(node),
     }
+    if ranks.is_nic_point(backend):  # which NIC answers and how the ranks are placed
+        blob["nic"] = {
+            "emulated": plan.emulated,
+            "topology": plan.topology,
+            "launcher": ranks.launcher_of(plan.topology, plan.emulated),
+        }
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -283,11 +328,12 @@ def _run_locked(job: BatchJob, lock: FileLock) -> None:
     plans = plan_points(job, node, build)
     by_id = {p.point_id: p for p in job.points}
     keys = {pid: measure_key(job, by_id[pid], plan, node, build) for pid, plan in plans.items()}
-    expect = Expect(job.campaign, job.host, job.experiment.name, job.run_index, keys)
+    emulated = frozenset(pid for pid, plan in plans.items() if plan.emulated and plan.program)
+    expect = Expect(job.campaign, job.host, job.experiment.name, job.run_index, keys, emulated)
     ledger = Ledger(job.partial, job.history_dir, expect)
     ledger.resume(job.side_file(".driver.jsonl"), job.side_file(".points.jsonl"))
 
-    groups: dict[tuple[Any, ...], list[Point]] = {}
+    groups: dict[tuple[Any, ...], tuple[Plan, list[Point]]] = {}
     for p in job.points:
         plan = plans[p.point_id]
         if p.point_id in ledger.measured():
@@ -298,22 +344,21 @@ def _run_locked(job: BatchJob, lock: FileLock) -> None:
         elif plan.upstream:
             _measure_upstream(job, ledger, p)
         else:
-            key = (plan.program, plan.env, plan.one_transport)
-            groups.setdefault(key, []).append(p)
-    for (program, env, _), points in groups.items():
-        _measure(job, ledger, lock, points, program, dict(env))
+            groups.setdefault(plan.group, (plan, []))[1].append(p)
+    for plan, points in groups.values():
+        _measure(job, ledger, lock, points, plan)
     n = ledger.publish(job.output, [p.point_id for p in job.points])
     log(f"{job.experiment.name} run {job.run_index}: {n} records of {len(job.points)} points")
 
 
-def driver_argv(job: BatchJob, program: str, points_file: Path, out: Path) -> list[str]:
-    """A driver reads each point's transport and NIC backend from the points file."""
+def driver_argv(job: BatchJob, program: str, points_file: Path) -> list[str]:
+    """A driver reads each point's transport and NIC backend from the points file; its --out
+    (one per rank) is added by gicomm.ranks."""
     e = job.experiment
     return [
         str(job.build_dir / "bin" / program),
         "--experiment", e.name,
         "--points", str(points_file),
-        "--out", str(out),
         "--campaign", job.campaign,
         "--host", job.host,
         "--platform", job.platform,
@@ -330,11 +375,12 @@ def _measure(
     ledger: Ledger,
     lock: FileLock,
     points: list[Point],
-    program: str,
-    env: dict[str, str],
+    plan: Plan,
 ) -> None:
-    """Run `program` over `points` until each has an outcome: a driver that dies is blamed on the
-    first point it had not finished, which is recorded as failed, and started again on the rest."""
+    """Run the plan's program over `points` until each has an outcome: a driver that dies (any
+    of its ranks) is blamed on the first point it had not finished, which is recorded as failed,
+    and started again on the rest."""
+    program = str(plan.program)
     scratch, points_file = job.side_file(".driver.jsonl"), job.side_file(".points.jsonl")
     for _ in range(len(points) + 1):
         todo = [p for p in points if p.point_id not in ledger.measured()]
@@ -347,18 +393,39 @@ def _measure(
         keys = ledger.expect.keys
         write_atomic(points_file, "".join(point_line(p, keys[p.point_id]) + "\n" for p in todo))
         scratch.unlink(missing_ok=True)
-        ended = run_logged(
-            driver_argv(job, program, points_file, scratch),
-            deadline_s=job.point_s * len(todo),
-            env=env,
-            pass_fds=[lock.fd] if lock.fd is not None else [],
+        cmds = ranks.rank_commands(
+            list(plan.wrap),
+            driver_argv(job, program, points_file),
+            scratch,
+            dict(plan.env),
+            plan.topology,
+            plan.emulated,
+            job.wait_ms,
+        )
+        name = program + (f" (under {ranks.EMU_RUN})" if plan.wrap else "")
+        ended = first_failure(
+            run_group(
+                [replace(c, name=name) for c in cmds],
+                deadline_s=job.point_s * len(todo),
+                grace_s=ranks.grace_s(job.wait_ms),
+                pass_fds=[lock.fd] if lock.fd is not None else [],
+            )
         )
         failures = ledger.harvest(scratch, {p.point_id: keys[p.point_id] for p in todo})
         points_file.unlink(missing_ok=True)
+        for side in ranks.rank_side_files(scratch):
+            remove(side)
         for pid, why in failures.items():
             ledger.add(pid, status_records(job, _point(todo, pid), "failed", why))
         _after_driver(job, ledger, todo, ended)
     raise GicommError(f"{job.experiment.name}: {program} made no progress; giving up")
+
+
+def remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _point(points: list[Point], pid: str) -> Point:

@@ -29,6 +29,17 @@ PROVENANCE_COLUMNS = ["rdma_provider", "doorbell_target", "topology", "measure_k
 # The software NIC engine's ceiling for a rate point's WQE shape, measured in the same run (Mmsg/s),
 # and that shape: rate records on a softnic backend carry them.
 CEILING_COLUMNS = ["engine_ceiling", "engine_ceiling_shape"]
+# How a NIC point ran: values measured another way (on the emulated rdma-core or a real one, between
+# two ranks or looping back) are never one series.
+PATH_KEYS = ["rdma_provider", "doorbell_target", "topology"]
+# The record's path proof (its port counters before and after), flattened: the verdict, and what
+# it read. A point whose verdict is failed is a failed point (gicomm.records).
+PATH_CHECK_COLUMNS = {
+    "path_check": "verdict",
+    "path_check_device": "device",
+    "path_check_expected_bytes": "expected_bytes",
+    "path_check_reason": "reason",
+}
 ID_COLUMNS = IDENTITY_COLUMNS + CONTEXT_COLUMNS
 # The same-run floor of a latency (config/floors.yaml, gicomm.doctor.floors): which floor, its p50
 # in the same campaign, host and run, and the overhead above it (p50 - floor_ns).
@@ -38,7 +49,7 @@ SAMPLES_COLUMN = "n_samples"
 PARAM_PREFIX = "param_"
 
 # A series of the summary: one value per sweep point (plus the param_ columns) and metric.
-SERIES_KEYS = [*WHERE_COLUMNS, "cpu_clock_state", "metric", "unit"]
+SERIES_KEYS = [*WHERE_COLUMNS, *PATH_KEYS, "cpu_clock_state", "metric", "unit"]
 SUMMARY_STATS = [
     "runs",
     "p50",
@@ -56,6 +67,7 @@ SUMMARY_STATS = [
     "cpu_clock_mhz",
     *CEILING_COLUMNS,
     "overhead_ns",
+    "path_check",
 ]
 RATIO_COLUMNS = ["numerator", "denominator", "runs", "ratio", "ratio_min", "ratio_max"]
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from gicomm import CONFIG_DIR, REPO_ROOT
 from gicomm.errors import ConfigError
-from gicomm.experiments import Experiment, load_experiment
+from gicomm.experiments import Experiment, load_experiment, with_sweep
+from gicomm.ranks import NicSetup, nic_setup
 from gicomm.schema import apply_defaults, load_schema, validate
 from gicomm.yamlio import MAX_EXPANDED, load_yaml
 
@@ -40,6 +41,7 @@ class Campaign:
     baselines_file: Path = REPO_ROOT / "config" / "baselines.yaml"
     platform_spec: dict[str, Any] = field(repr=False, default_factory=dict)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    nic: NicSetup = field(default_factory=NicSetup)
 
     @property
     def max_nodes(self) -> int:
@@ -183,6 +185,13 @@ def load_campaign(
     experiments = {n: load_experiment(config_dir / "experiments" / f"{n}.yaml") for n in names}
     if cfg["experiments"] == "all":  # opt-in experiments run only when named
         experiments = {n: e for n, e in experiments.items() if not e.opt_in}
+    for name, sweep in cfg["sweeps"].items():
+        if name not in experiments:
+            raise ConfigError(
+                f"{source}: 'sweeps.{name}': not an experiment of this campaign; allowed: "
+                f"{', '.join(experiments)}"
+            )
+        experiments[name] = with_sweep(experiments[name], sweep, source, f"sweeps.{name}")
 
     archived_all = archived_campaigns(archive_dir)
     archived = archived_all if cfg["report"]["archived"] == "all" else cfg["report"]["archived"]
@@ -209,6 +218,7 @@ def load_campaign(
         baselines_file=REPO_ROOT / cfg["baselines_file"],
         platform_spec=platform_spec,
         raw=cfg,
+        nic=nic_setup(cfg["nic"], cfg["platform"], platform_spec),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,23 @@ def check_sweep(path: Path, what: str, specs: dict[str, ParamSpec], blocks: list
         for p in expand_sweep(path.stem, block):
             if problems := point_problems(specs, p.params):
                 raise ConfigError(f"{where}: {problems[0]}")
+
+
+def with_sweep(e: Experiment, sweep: Block | list[Block], source: str, key: str) -> Experiment:
+    """`e` measuring the sweep a campaign gives it under `key` (in place of its full and reduced
+    sweeps), checked against its declared parameters like its own; point ids are computed as for
+    its own sweep, so a point of both has one id."""
+    blocks = as_blocks(sweep)
+    where = f"{source}: '{key}'"
+    if not blocks or any(not isinstance(b, dict) or not b for b in blocks):
+        raise ConfigError(f"{where}: expected a mapping of parameter lists, or a list of them")
+    for i, block in enumerate(blocks):
+        for k, v in block.items():
+            if not isinstance(v, list) or not v:
+                at = f" block {i + 1}" if len(blocks) > 1 else ""
+                raise ConfigError(f"{where}{at}: '{k}': expected a non-empty list of values")
+    check_sweep(Path(source), key, e.params, blocks)
+    return replace(e, sweeps={**e.sweeps, "full": blocks, "reduced": blocks})
 
 
 def as_blocks(sweep: Block | list[Block]) -> list[Block]:

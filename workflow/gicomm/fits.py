@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from gicomm.columns import SERIES_KEYS, param_column, param_columns, param_name
+from gicomm.columns import PATH_KEYS, SERIES_KEYS, param_column, param_columns, param_name
 
 MIN_CLOCKS = 3  # distinct SM clocks needed before a clock fit means anything
 # Names a driver may give the locked SM clock it swept (the fit uses the measured clock itself).
@@ -156,7 +156,11 @@ def first_reaching(x: Sequence[float], y: Sequence[float], level: float) -> floa
 def clock_fits(summary: pd.DataFrame) -> pd.DataFrame:
     """Clock fit of every (campaign, host, experiment, transport, backend, metric, other params)
     series of the summary that was measured at three or more SM clocks."""
-    cols = [c for c in SERIES_KEYS if c not in ("platform", "cpu_clock_state")]
+    cols = [
+        c
+        for c in SERIES_KEYS
+        if c not in ("platform", "cpu_clock_state") and (c not in PATH_KEYS or c in summary)
+    ]
     out_cols = [*cols, "series", *ClockFit.__dataclass_fields__]
     if summary.empty:
         return pd.DataFrame(columns=out_cols)

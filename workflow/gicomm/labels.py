@@ -18,6 +18,7 @@ REAL_NIC = "real NIC"
 NVLINK = "NVLink"
 NO_NIC = "no NIC"
 REAL_NIC_BACKENDS = ("mlx5", "verbs")
+EMULATED_PROVIDER = "emulated"  # a record's rdma_provider when the emulated rdma-core answered
 KIND_NOTE = {
     SOFTNIC: "software NIC: model numbers, not real-NIC numbers",
     EMULATED: "emulated rdma-core: not real-NIC numbers",
@@ -46,7 +47,7 @@ def nic_kind(backend: object, provider: object = None) -> str:
     if b.startswith("softnic"):
         return SOFTNIC
     if b in REAL_NIC_BACKENDS:
-        return EMULATED if str(provider).strip().lower() == "emulated" else REAL_NIC
+        return EMULATED if str(provider).strip().lower() == EMULATED_PROVIDER else REAL_NIC
     if b == "nvlink":
         return NVLINK
     return NO_NIC

@@ -28,6 +28,7 @@ from gicomm import REPO_ROOT
 from gicomm.config import Campaign
 from gicomm.errors import ConfigError
 from gicomm.needs import unmet_needs
+from gicomm.ranks import is_nic_point, needs_here
 
 RESULTS = Path("results")
 # ---- path patterns ({campaign}, {host}, {experiment}, {run}, {batch} are Snakemake wildcards) ----
@@ -174,9 +175,28 @@ class Layout:
         node = json.loads(Path(hardware).read_text())
         built = json.loads(Path(build).read_text())
         for p in e.batches(self.c.sweep)[batch]:
-            needs = e.needs_of(p)
+            needs = needs_here(e.needs_of(p), self.c.nic, p.nic_backend, node)
             if not unmet_needs(needs, node, built, self.c.max_nodes, self.c.may_lock_clocks):
                 return HOST_SHARES
+        return 1
+
+    def bench_nodes(self, experiment: str, batch: int) -> int:
+        """Nodes a bench job asks for: two (one task each) where the platform gives two and the
+        batch has points that need two nodes, or NIC points between two ranks on the platform's
+        real NICs (the runner starts them with srun); otherwise one. Emulated ranks are local."""
+        from gicomm.baselines.dispatch import DISPATCHER  # it imports this module
+
+        if self.c.max_nodes < 2:
+            return 1
+        e = self.c.experiments[experiment]
+        two_ranks = (
+            self.c.nic.topology == "two-rank"
+            and bool(self.c.platform_spec.get("nics"))
+            and e.driver != DISPATCHER  # the library harnesses start their own ranks
+        )
+        for p in e.batches(self.c.sweep)[batch]:
+            if e.needs_of(p).get("nodes", 1) >= 2 or (two_ranks and is_nic_point(p.nic_backend)):
+                return 2
         return 1
 
     def bench_params(self, experiment: str, batch: int) -> dict[str, Any]:
@@ -185,12 +205,13 @@ class Layout:
         job again (and it measures again) when any of these change."""
         e = self.c.experiments[experiment]
         spec = self.c.platform_spec
-        return {
+        points = e.batches(self.c.sweep)[batch]
+        params: dict[str, Any] = {
             "experiment": experiment,
             "driver": e.driver,
             "sweep": self.c.sweep,
             "batch": batch,
-            "points": [p.point_id for p in e.batches(self.c.sweep)[batch]],
+            "points": [p.point_id for p in points],
             "warmup": e.warmup,
             "iters": e.iters,
             "wait_ms": self.c.timeouts["wait_ms"],
@@ -204,6 +225,12 @@ class Layout:
                 "nics": [n.get("name") for n in spec.get("nics") or []],
             },
         }
+        # Present only where they apply, so the batches of other campaigns keep their params.
+        if experiment in self.c.raw.get("sweeps", {}):
+            params["campaign_sweep"] = self.c.raw["sweeps"][experiment]
+        if any(is_nic_point(p.nic_backend) for p in points):
+            params["nic"] = self.c.nic.as_params()
+        return params
 
     # ---- campaigns ------------------------------------------------------------------------
     def is_archived(self, campaign: str) -> bool:

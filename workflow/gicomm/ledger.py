@@ -26,6 +26,7 @@ from typing import Any
 
 from gicomm.errors import RecordError
 from gicomm.fsutil import write_atomic
+from gicomm.labels import EMULATED_PROVIDER
 from gicomm.records import Line, append_records, record_key, scan_records, to_lines
 
 
@@ -45,6 +46,8 @@ class Expect:
     experiment: str
     run_index: int
     keys: dict[str, str]  # point_id -> measure key
+    # points whose driver ran over the emulated rdma-core (gicomm-emu-run put it first)
+    emulated: frozenset[str] = frozenset()
 
     def foreign(self, r: dict[str, Any]) -> str | None:
         for field, want in (
@@ -58,6 +61,22 @@ class Expect:
         if r.get("point_id") not in self.keys:
             return f"point {r.get('point_id')!r} is not a point of this batch"
         return None
+
+
+def on_emulation(r: dict[str, Any]) -> dict[str, Any]:
+    """A record of a point whose driver ran over the emulated rdma-core: it says so, whatever its
+    writer knew (a driver that does not note its provider would pass for a real NIC's); a record
+    that names another provider contradicts how it ran and is a failed point."""
+    provider = r.get("rdma_provider")
+    if provider is None:
+        return {**r, "rdma_provider": EMULATED_PROVIDER}
+    if provider != EMULATED_PROVIDER and r.get("status") == "ok":
+        why = (
+            f"the driver ran over the emulated rdma-core (gicomm-emu-run), but its record says "
+            f"rdma_provider {provider!r}"
+        )
+        return {**r, "status": "failed", "error": why}
+    return r
 
 
 def stamp() -> str:
@@ -146,6 +165,8 @@ class Ledger:
         if point_id in self._measured:
             raise RecordError(f"{self.path}: point {point_id} already has an outcome")
         key = self.expect.keys[point_id]
+        if point_id in self.expect.emulated:
+            records = [on_emulation(r) for r in records]
         append_records(self.path, [{**r, "measure_key": key} for r in records])
         self._measured.add(point_id)
 

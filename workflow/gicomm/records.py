@@ -9,6 +9,8 @@ Records of schema_version 1 (the archived campaigns) are read as version 2: vers
 point's transport and NIC backend inside `params` (the first drivers spelled the backend
 `backend`); version 2 keeps them top-level only. Every reader upgrades here, so nothing downstream
 keeps a list of keys to drop.
+A record whose path check (`path_check`, the NIC's port counters) failed is read as a
+failed point, whatever its status.
 """
 
 from __future__ import annotations
@@ -97,7 +99,17 @@ def check_record(record: Any, where: str) -> dict[str, Any]:
     errors = sorted(validator("record").iter_errors(record), key=lambda e: list(e.path))
     if errors:
         raise RecordError(f"{where}: invalid record: " + "; ".join(describe(e) for e in errors))
-    return record
+    return failed_path(record)
+
+
+def failed_path(record: dict[str, Any]) -> dict[str, Any]:
+    """A record whose path proof failed is a failed point (never aggregated), with the proof's
+    reason, whatever status its writer gave it."""
+    check = record.get("path_check")
+    if not isinstance(check, dict) or check.get("verdict") != "failed" or record["status"] != "ok":
+        return record
+    why = check.get("reason") or "the port counters did not show the point's traffic"
+    return {**record, "status": "failed", "error": f"path check failed: {why}"}
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -8,6 +8,10 @@ Campaign report (results/<campaign>/report/):
   experiments/<exp>.html  figures, the tables of this experiment, claim checks, the sweep (median,
                           min..max, 95% interval and spread over runs, p99), same-run transport
                           ratios, clock fits, provenance, and the commands that regenerate it
+  nic.html                NIC paths run here: each NIC path's experiment, transport, backend,
+                          what it ran on (real NIC or emulated rdma-core), topology, points ok /
+                          failed and the port counter check; the values measured on the emulated
+                          NIC, labelled so
   model.html              the performance model: validation against the paper, fitted parameters,
                           predicted beside measured, the platform's predictions
   data/<exp>.csv          tidy CSV of every record of the experiment (and claims.csv, summary.csv,
@@ -45,14 +49,16 @@ from gicomm.fsutil import write_atomic
 from gicomm.intervals import point_intervals
 from gicomm.labels import model_nic_bound
 from gicomm.layout import REPORT_INDEX
+from gicomm.nicpaths import emulated_values, nic_paths
 from gicomm.tables import NOTE, OURS, RUNS, SOURCE, WHERE, column_title
 from gicomm.yamlio import load_yaml
 
 TEMPLATES = REPO_ROOT / "report" / "templates"
 MAX_TABLE_ROWS = 1500  # longer sweeps are cut in the page (the CSVs carry every row)
-SWEEP_COLUMNS = ["transport", "nic_backend", "rdma_provider", "cpu_clock_state", "host", "metric",
-                 "unit", "runs", "p50", "p50_min", "p50_max", "ci95_lo", "ci95_hi", "run_spread",
-                 "p99", "p99_max", "sm_clock_mhz", "engine_ceiling", "model_nic_bound"]  # fmt: skip
+SWEEP_COLUMNS = ["transport", "nic_backend", "rdma_provider", "topology", "doorbell_target",
+                 "cpu_clock_state", "host", "metric", "unit", "runs", "p50", "p50_min", "p50_max",
+                 "ci95_lo", "ci95_hi", "run_spread", "p99", "p99_max", "sm_clock_mhz",
+                 "engine_ceiling", "model_nic_bound", "path_check"]  # fmt: skip
 
 
 @dataclass
@@ -463,6 +469,17 @@ def render_campaign_report(r: CampaignReport) -> None:
         )  # fmt: skip
         write_atomic(out / "experiments" / f"{s.name}.html", page)
     model = render_model_page(env, r.campaign, r.model_tables, out) if r.model_tables else None
+    paths = nic_paths(df)
+    write_atomic(
+        out / "nic.html",
+        env.get_template("nic.html.j2").render(
+            campaign=r.campaign,
+            paths=frame_html(paths, "No NIC point (mlx5 or verbs) in this campaign."),
+            values=frame_html(
+                emulated_values(summary), "No value was measured on the emulated NIC."
+            ),
+        ),
+    )
     write_atomic(
         out / "tables.html",
         env.get_template("tables.html.j2").render(campaign=r.campaign, tables=tables.values()),
@@ -480,6 +497,7 @@ def render_campaign_report(r: CampaignReport) -> None:
         figures=list(FIGURES.values()),
         tables=list(tables.values()),
         combined=_relative(r.combined_index, out) if r.combined_index else None,
+        nic_paths=len(paths),
     )
     write_atomic(r.index, page)
 

@@ -23,6 +23,7 @@ from gicomm.columns import (
     CEILING_COLUMNS,
     FLOOR_COLUMNS,
     ID_COLUMNS,
+    PATH_CHECK_COLUMNS,
     PROVENANCE_COLUMNS,
     SAMPLES_COLUMN,
     STAT_COLUMNS,
@@ -39,6 +40,9 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
     row = {k: record.get(k) for k in ID_COLUMNS}
     row |= {k: record[k] for k in PROVENANCE_COLUMNS + CEILING_COLUMNS if k in record}
     row |= {k: record[k] for k in ("floor", "floor_ns") if k in record}
+    check = record.get("path_check")
+    if isinstance(check, dict):
+        row |= {col: check.get(key) for col, key in PATH_CHECK_COLUMNS.items()}
     for k, v in record.get("params", {}).items():
         row[param_column(k)] = v
     stats = record.get("stats") or {}
@@ -53,7 +57,8 @@ def tidy_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=ID_COLUMNS + STAT_COLUMNS + [SAMPLES_COLUMN] + FLOOR_COLUMNS)
     df = pd.DataFrame(rows)
-    provenance = [c for c in PROVENANCE_COLUMNS + CEILING_COLUMNS if c in df.columns]
+    extra = [*PROVENANCE_COLUMNS, *CEILING_COLUMNS, *PATH_CHECK_COLUMNS]
+    provenance = [c for c in extra if c in df.columns]
     params = param_columns_of(df.columns)
     df = attach_floors(df)
     return df[ID_COLUMNS + provenance + params + STAT_COLUMNS + [SAMPLES_COLUMN] + FLOOR_COLUMNS]

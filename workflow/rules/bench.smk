@@ -15,7 +15,7 @@ rule bench_batch:
     conda:
         "../../envs/pipeline.yaml"
     resources:
-        **platform_resources("gpu"),
+        **bench_resources(),
         host_share=lambda w, input: LAYOUT.host_share(
             w.experiment, int(w.batch), input.hardware, input.build
         ),

@@ -18,5 +18,6 @@ rule build_native:
         cuda=CAMPAIGN.native["cuda"],
         cuda_archs=CAMPAIGN.native["cuda_archs"],
         build_type=CAMPAIGN.native["build_type"],
+        targets=CAMPAIGN.native["targets"],
     script:
         "../scripts/build_native.py"

@@ -59,6 +59,33 @@ def platform_resources(kind, **kw):
     return slurm_resources(CAMPAIGN.platform_spec, kind, **kw)
 
 
+# What a one-node job leaves unset of a two-node job's resources (falsy: no sbatch option).
+ONE_NODE = {"nodes": 1, "tasks": 1, "mpi": "", "tasks_per_gpu": 0, "slurm_extra": "",
+            "gpu": 0, "gpu_model": "", "gres": ""}  # fmt: skip
+
+
+def bench_resources():
+    """A bench job's Slurm resources: one node, or two nodes with one task each for a batch of
+    two-rank NIC points (Layout.bench_nodes)."""
+    one = platform_resources("gpu")
+    if CAMPAIGN.max_nodes < 2:
+        return one
+    two = platform_resources("gpu", nodes=2)
+
+    def pick(key):
+        def value(wildcards):
+            res = (
+                two
+                if LAYOUT.bench_nodes(wildcards.experiment, int(wildcards.batch)) == 2
+                else one
+            )
+            return res[key] if key in res else ONE_NODE[key]
+
+        return value
+
+    return {k: pick(k) for k in {**one, **two}}
+
+
 # Tables, figures and reports are light: they run where Snakemake runs, never as cluster jobs.
 localrules:
     all,

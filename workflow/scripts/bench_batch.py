@@ -7,14 +7,17 @@ import gicomm_path  # noqa: F401
 from gicomm import CONFIG_DIR
 from gicomm.bench import BatchJob, run_batch
 from gicomm.errors import ConfigError
-from gicomm.experiments import load_experiment
+from gicomm.experiments import load_experiment, with_sweep
 from gicomm.process import die_with_parent
+from gicomm.ranks import NicSetup
 from gicomm.smk import logged
 
 die_with_parent(signal.SIGTERM)  # a killed Snakemake ends this job too: the rerun resumes it
 with logged(snakemake):
     w, m = snakemake.wildcards, snakemake.params.measure
     experiment = load_experiment(CONFIG_DIR / "experiments" / f"{w.experiment}.yaml")
+    if m.get("campaign_sweep"):  # the campaign's own sweep of this experiment (config `sweeps`)
+        experiment = with_sweep(experiment, m["campaign_sweep"], "campaign", "sweeps")
     points = experiment.batches(m["sweep"])[int(w.batch)]
     if [p.point_id for p in points] != m["points"]:
         raise ConfigError(
@@ -38,5 +41,6 @@ with logged(snakemake):
             max_nodes=m["max_nodes"],
             may_lock_clocks=m["may_lock_clocks"],
             platform_spec=m["declared"],
+            nic=NicSetup.from_params(m.get("nic")),
         )
     )

@@ -17,4 +17,5 @@ with logged(snakemake):
         cuda_archs=snakemake.params.cuda_archs,
         build_type=snakemake.params.build_type,
         jobs=snakemake.threads,
+        targets=snakemake.params.targets,
     )

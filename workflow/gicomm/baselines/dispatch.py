@@ -197,8 +197,11 @@ class Route:
     reason: str = ""
 
 
-def route(transport: str, params: dict[str, Any], bin_dir: Path, nics: NicScan) -> Route:
-    """How a library_baselines point of `transport` is measured on this node."""
+def route(
+    transport: str, params: dict[str, Any], bin_dir: Path, nics: NicScan, emulated: bool = False
+) -> Route:
+    """How a library_baselines point of `transport` is measured on this node (`emulated`: over
+    the emulated rdma-core, which stands in for the NIC the scan did not find)."""
     if transport in UPSTREAM_TRANSPORTS:
         return Route(upstream=True)
     harness = HARNESSES.get(transport)
@@ -208,7 +211,7 @@ def route(transport: str, params: dict[str, Any], bin_dir: Path, nics: NicScan) 
     env = knob_env(params, transport)
     if isinstance(env, str):
         return Route(status="failed", reason=env)
-    missing = nic_unmet(nics, harness.needs_mlx5, transport)
+    missing = "" if emulated else nic_unmet(nics, harness.needs_mlx5, transport)
     if not missing and not (bin_dir / harness.program).is_file():
         missing = f"{harness.program} was not built: {harness.why_not_built}"
     if missing:
