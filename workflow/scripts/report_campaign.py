@@ -22,7 +22,7 @@ with logged(snakemake):
             combined_index=Path(snakemake.params.combined),
             model_tables={
                 name: Path(i[f"model_{name}"])
-                for name in ("calibration", "beside_measured", "validation", "predictions")
+                for name in ("calibration", "beside_measured", "validation", "predictions", "blind")
             },
         )
     )
