@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device-tool call on a lent GPU machine (one H200; two NVLink peers add the cross-GPU case):
 # measures, side by side, what explains two gaps between gicomm's numbers and the floors under them
-# (docs/model.md, "Floors explained").
+# (docs/mini-proxy.md, "The tuned enqueue against its floor"; docs/nvlink.md, "The direct store's
+# round trip against a flag ping-pong").
 #   (a) mini-proxy's tuned enqueue: gicomm-bench-proxy proxy_one_op in issue mode records issue_ns
 #       (the whole enqueue call timed, paper-comparable) and issue_store_ns (the 16-byte store alone,
 #       timed as the floor is) for each store scope; floors_explain times the bare 16-byte store to

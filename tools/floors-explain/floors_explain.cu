@@ -1,5 +1,5 @@
 // floors-explain: two measurements that explain gaps between gicomm's transport numbers and the
-// physical floors under them (docs/model.md and native/NOTES-proxy.md say what they settle).
+// physical floors under them (docs/mini-proxy.md and docs/nvlink.md say what they settle).
 //
 // store: the floor under mini-proxy's tuned enqueue. One GPU thread stores one 16-byte descriptor
 //   (st.relaxed.sys.v2.b64, as the tuned enqueue does) into a ring in mapped pinned host memory,
