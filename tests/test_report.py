@@ -85,6 +85,18 @@ def test_model_page_shows_validation_parameters_and_predictions(results: Path):
         assert (report / "data" / f"model_{name}.csv").exists()
 
 
+def test_blind_check_page_is_linked_and_shows_every_point(results: Path):
+    report = results / "synth" / "report"
+    index = " ".join((report / "index.html").read_text().split())
+    assert 'href="blind.html"' in index
+    assert "2 published numbers of 1 tables" in index and "1 of them never fitted" in index
+    page = (report / "blind.html").read_text()
+    assert "minigda.issue" in page and "baseline.rtt" in page  # fitted and blind rows both shown
+    assert "https://example.org/paper" in page  # each table's source
+    assert 'href="data/model_blind.csv"' in page
+    assert (report / "data" / "model_blind.csv").exists()
+
+
 def test_model_figures_say_so_when_there_is_nothing_to_draw(tmp_path: Path):
     import pandas as pd
 

@@ -222,8 +222,22 @@ def synthetic_model_tables() -> dict[str, pd.DataFrame]:
                          "traffic": traffic, "metric": "msg_rate", "value": 240.0,
                          "unit": "Mmsg/s"})  # fmt: skip
     predictions = pd.DataFrame(rows).assign(platform="synth")
+    from gicomm.model.blind import COLUMNS as BLIND_COLUMNS
+
+    src = "Paper, Table 3 (https://example.org/paper, v1)"
+    blind = pd.DataFrame(
+        [
+            ["paper_t3", "P-IB", "minigda.issue", "table03 mini-gda inline pib_issue_us",
+             "issue", "us", 0.70, 0.70, 1.0, 0.0, "fitted", "minigda.issue", False,
+             "model one op, mini-gda", src],
+            ["paper_t3", "P-IB", "baseline.rtt", "table03 mini-proxy baseline pib_rtt_us",
+             "rtt", "us", 14.59, 10.17, 0.697, -30.3, "blind", "", False,
+             "model one op, mini-proxy with the multi-producer enqueue", src],
+        ],
+        columns=BLIND_COLUMNS,
+    )  # fmt: skip
     return {"validation": validation, "calibration": calibration,
-            "beside_measured": beside, "predictions": predictions}  # fmt: skip
+            "beside_measured": beside, "predictions": predictions, "blind": blind}  # fmt: skip
 
 
 def write_synthetic_model(model_dir: Path, figures_dir: Path) -> dict[str, Path]:
@@ -244,7 +258,7 @@ def write_synthetic_model(model_dir: Path, figures_dir: Path) -> dict[str, Path]
 
 
 def model_files(model_dir: Path) -> dict[str, Path]:
-    names = ("calibration", "beside_measured", "validation", "predictions")
+    names = ("calibration", "beside_measured", "validation", "predictions", "blind")
     return {n: model_dir / f"{n}.csv" for n in names}
 
 

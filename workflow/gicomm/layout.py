@@ -86,6 +86,9 @@ MODEL_VALIDATION = "results/model/validation.csv"
 MODEL_PREDICTIONS = "results/model/{platform}/predictions.csv"
 MODEL_STORE = "results/model/store"
 MODEL_LOG = "results/model/logs/{name}.log"
+# Published tables of other work the model's blind check predicts (gicomm.model.blind).
+PUBLISHED_TABLES = "config/published"
+MODEL_BLIND = MODEL_DIR + "blind_check.csv"
 # ... and its figures in the campaign's report (gicomm.model.figures.FIGURES draws them).
 MODEL_FIGURES = ("model_validation", "model_beside_measured", "model_predictions")
 ARCHIVE = RESULTS / "archive"
@@ -292,6 +295,11 @@ class Layout:
         return sorted(
             str(p.relative_to(self.root)) for p in model.glob("*.py") if p.name != "figures.py"
         )
+
+    def published_tables(self) -> list[str]:
+        """The published tables of the blind model check, one YAML file each."""
+        folder = self.root / PUBLISHED_TABLES
+        return sorted(str(p.relative_to(self.root)) for p in folder.glob("*.yaml"))
 
     def all_targets(self) -> list[str]:
         # The campaign's raw batch files are targets themselves: one that is missing (deleted, or

@@ -334,10 +334,10 @@ def regenerate_commands(campaign: str, name: str, current: bool) -> list[str]:
     return cmds
 
 
-MODEL_TABLES = ("calibration", "beside_measured", "validation", "predictions")
+MODEL_TABLES = ("calibration", "beside_measured", "validation", "predictions", "blind")
 
 
-def model_summary(validation: pd.DataFrame, calibration: pd.DataFrame) -> dict[str, int]:
+def model_summary(validation: pd.DataFrame, calibration: pd.DataFrame) -> dict[str, Any]:
     """Counts the index and the model page state: checks within tolerance per role, and how many
     parameters the campaign's records set."""
 
@@ -355,7 +355,7 @@ def model_summary(validation: pd.DataFrame, calibration: pd.DataFrame) -> dict[s
 
 def render_model_page(
     env: jinja2.Environment, campaign: str, files: dict[str, Path], out: Path
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """model.html and data/model_*.csv of a campaign report; returns the summary counts."""
     t = {name: _read(files.get(name)) for name in MODEL_TABLES}
     for name, d in t.items():
@@ -372,7 +372,44 @@ def render_model_page(
         beside=frame_html(beside.head(MAX_TABLE_ROWS), "No measured point the model represents."),
     )
     write_atomic(out / "model.html", page)
+    summary["blind"] = render_blind_page(env, campaign, t["blind"], out)
     return summary
+
+
+BLIND_SHOWN = ["key", "metric", "unit", "published", "predicted", "ratio", "role", "fitted_by",
+               "in_validation", "how"]  # fmt: skip
+
+
+def render_blind_page(
+    env: jinja2.Environment, campaign: str, blind: pd.DataFrame, out: Path
+) -> dict[str, int] | None:
+    """blind.html: the model against published tables it was never fitted to, one section a
+    table (its data is data/model_blind.csv); returns the counts the index shows, None if no
+    table was checked."""
+    if blind.empty:
+        return None
+    from gicomm.model.blind import summary as blind_summary  # pandas only, no numba
+
+    sections = []
+    for name, d in blind.groupby("table", sort=True):
+        sections.append(
+            {
+                "name": name,
+                "system": d["system"].iloc[0],
+                "source": d["source"].iloc[0],
+                "table": frame_html(d[BLIND_SHOWN].round(3)),
+            }
+        )
+    totals = blind_summary(blind)
+    page = env.get_template("blind.html.j2").render(
+        campaign=campaign, sections=sections, summary=frame_html(totals.round(3))
+    )
+    write_atomic(out / "blind.html", page)
+    roles = blind["role"].astype(str)
+    return {
+        "tables": int(blind["table"].nunique()), "points": len(blind),
+        "blind": int((roles == "blind").sum()), "fitted": int((roles == "fitted").sum()),
+    }  # fmt: skip
 
 
 # ---- the paper's tables, paper first ------------------------------------------------------------

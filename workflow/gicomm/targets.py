@@ -10,6 +10,7 @@ from gicomm.catalogue import FIGURE_IDS, PAPER_EXPERIMENTS, TABLE_IDS
 from gicomm.layout import (
     COMBINED_FIGURE,
     COMBINED_REPORT,
+    MODEL_BLIND,
     MODEL_DIR,
     MODEL_FIGURE,
     MODEL_FIGURES,
@@ -61,10 +62,14 @@ def model_predictions(platform: str) -> str:
 
 def model_tables(campaign: str, platform: str) -> dict[str, str]:
     """The model's CSVs a campaign report shows, by name: the campaign's calibration and the model
-    at its points, the shared validation, and the platform's predictions."""
+    at its points, the shared validation, the platform's predictions and the blind check."""
     own = {f.removesuffix(".csv"): MODEL_DIR.format(campaign=campaign) + f for f in MODEL_OUTPUTS
            if f.endswith(".csv")}  # fmt: skip
-    return own | {"validation": MODEL_VALIDATION, "predictions": model_predictions(platform)}
+    return own | {
+        "validation": MODEL_VALIDATION,
+        "predictions": model_predictions(platform),
+        "blind": MODEL_BLIND.format(campaign=campaign),
+    }
 
 
 def campaign_tables(campaign: str) -> list[str]:

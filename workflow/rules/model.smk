@@ -2,7 +2,8 @@
 # campaign: the validation against the paper's headline numbers once per checkout
 # (results/model/validation.csv), the platform's predicted sweeps once per platform
 # (results/model/<platform>/predictions.csv), and per campaign only what reads its records: the
-# calibration and the model at each measured point. Every computed table is also kept by its inputs
+# calibration, the model at each measured point, and the blind check (the model against published
+# tables it was never fitted to, config/published/). Every computed table is also kept by its inputs
 # (results/model/store/), so a rerun with the same inputs reuses it.
 
 # Needs CAMPAIGN from common.smk and ONE_CAMPAIGN from claims.smk; the figures are shown on the
@@ -52,6 +53,26 @@ rule model_beside:
         store=paths.MODEL_STORE,
     script:
         "../scripts/model_beside.py"
+
+
+rule model_blind:
+    input:
+        params=paths.MODEL_PARAMS,
+        published=LAYOUT.published_tables(),
+        code=LAYOUT.model_sources(),
+    output:
+        blind=paths.MODEL_BLIND,
+    log:
+        paths.fill(paths.CAMPAIGN_LOG, name="model_blind"),
+    wildcard_constraints:
+        campaign=ONE_CAMPAIGN,
+    conda:
+        "../../envs/model.yaml"
+    params:
+        platform=PLATFORM_CONFIG,
+        store=paths.MODEL_STORE,
+    script:
+        "../scripts/model_blind.py"
 
 
 rule model_predict:

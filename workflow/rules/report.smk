@@ -10,7 +10,13 @@ rule report_campaign:
             f"model_{k}": (
                 lambda w, k=k: targets.model_tables(w.campaign, CAMPAIGN.platform)[k]
             )
-            for k in ("calibration", "beside_measured", "validation", "predictions")
+            for k in (
+                "calibration",
+                "beside_measured",
+                "validation",
+                "predictions",
+                "blind",
+            )
         },
         records=paths.TIDY_RECORDS,
         summary=paths.SUMMARY,

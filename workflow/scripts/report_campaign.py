@@ -2,7 +2,7 @@ from pathlib import Path
 
 import gicomm_path  # noqa: F401
 
-from gicomm.report import CampaignReport, render_campaign_report
+from gicomm.report import MODEL_TABLES, CampaignReport, render_campaign_report
 from gicomm.smk import logged
 
 with logged(snakemake):
@@ -20,9 +20,6 @@ with logged(snakemake):
             index=Path(snakemake.output.index),
             current=snakemake.wildcards.campaign == snakemake.config["campaign"],
             combined_index=Path(snakemake.params.combined),
-            model_tables={
-                name: Path(i[f"model_{name}"])
-                for name in ("calibration", "beside_measured", "validation", "predictions")
-            },
+            model_tables={name: Path(i[f"model_{name}"]) for name in MODEL_TABLES},
         )
     )

@@ -2,9 +2,12 @@
 // pinned CPU workers -> the point's NIC backend (softnic-cpu, none, verbs). One measurement, three
 // sweeps; the parameters are declared in config/experiments/proxy_one_op.yaml. Modes:
 //   issue:    one GPU thread, one ring, at most one request outstanding. Per operation: the enqueue
-//             cost (issue_ns) and the round trip GPU -> ring -> worker -> NIC -> CQE -> worker ->
-//             completion counter -> GPU (completion_ns, the paper's put+completion). --warmup
-//             untimed ops (warm state only), then --iters timed ones, in one launch.
+//             cost (issue_ns, the clock reads around the whole enqueue call: paper-comparable) and
+//             the round trip GPU -> ring -> worker -> NIC -> CQE -> worker -> completion counter ->
+//             GPU (completion_ns, the paper's put+completion). --warmup untimed ops (warm state
+//             only), then --iters timed ones, in one launch; with the tuned enqueue, then --iters
+//             more whose clock reads bracket the 16-byte store alone (issue_store_ns: timed as the
+//             floor of a single 16 B store is, comparable with it).
 //   pingpong: two GPU threads, rings 0 and 1: ping writes a word through the proxy, pong polls it
 //             in the destination (host memory), answers through the proxy, ping polls the answer;
 //             rtt_ns per exchange (the paper's RTT, both directions through the proxy).
@@ -101,6 +104,8 @@ std::vector<Record> measure(Run& run) {
   DeviceBuffer<long long> c0(c.rings), c1(c.rings);
   DeviceBuffer<proxy::TunedProducer> tuned_state(c.rings);
   DeviceBuffer<uint32_t> issue_cyc(issue ? run.iters() : 0), rtt_cyc(issue ? run.iters() : 0);
+  const bool store_timed = issue && !pingpong && c.enqueue == "tuned";
+  DeviceBuffer<uint32_t> store_cyc(store_timed ? run.iters() : 0);
   MappedBuffer<uint64_t> remote(size_t(c.rings) * c.window);  // mapped: pingpong polls it
   std::vector<uint64_t> local(512, 0);
   std::unique_ptr<pb::StreamWritePublisher> gpu_pub;
@@ -151,7 +156,7 @@ std::vector<Record> measure(Run& run) {
     GICOMM_CUDA(pingpong ? pb::launch_pingpong(args, stream.s)
                          : issue ? pb::launch_issue(args, stream.s) : pb::launch_rate(args, stream.s));
     wait_stream(stream.s, launch_limit_s, 100);
-    base += msgs + warmup;
+    base += msgs + warmup + (args.store_cycles != nullptr ? msgs : 0);
     if (derr.p->flag) {
       rig.pool->stop(nullptr, timeout_ns, &err);
       throw PointFailure(describe_wait_error(*derr.p) + (rig.worker_error().empty() ? "" : "; worker: " + rig.worker_error()));
@@ -178,12 +183,14 @@ std::vector<Record> measure(Run& run) {
 
   pb::CpuClock clk;
   double sm_mhz = 0;
-  std::vector<double> rates, sm_samples, issue_ns, rtt_ns;
+  std::vector<double> rates, sm_samples, issue_ns, rtt_ns, store_ns;
   if (c.state == "warm") sustain(c.warm_ms);
   if (issue) {
     if (c.state == "cold") go_cold();
     clk = pb::read_worker_clocks(rig.pool->worker_cpus());
+    args.store_cycles = store_timed ? store_cyc.p : nullptr;  // the measured launch only
     launch(uint64_t(run.iters()), c.state == "warm" ? uint64_t(run.warmup()) : 0);
+    args.store_cycles = nullptr;
     sm_mhz = sm_mhz_of(0);
     if (sm_mhz <= 0) throw PointFailure("SM clock measurement failed (zero elapsed globaltimer)");
     const auto ic = issue_cyc.read(), rc = rtt_cyc.read();
@@ -191,6 +198,7 @@ std::vector<Record> measure(Run& run) {
       issue_ns.push_back(ic[i] * 1000.0 / sm_mhz);
       rtt_ns.push_back(rc[i] * 1000.0 / sm_mhz);
     }
+    for (const uint32_t cyc : store_cyc.read()) store_ns.push_back(cyc * 1000.0 / sm_mhz);
   } else {
     pb::CpuClockMean mean;
     for (uint32_t rep = 0; rep < c.reps; ++rep) {
@@ -236,6 +244,10 @@ std::vector<Record> measure(Run& run) {
     return r;
   };
   if (pingpong) return {finish(Record::ok("rtt_ns", "ns", compute_stats(rtt_ns)))};
+  if (issue && store_timed)
+    return {finish(Record::ok("issue_ns", "ns", compute_stats(issue_ns))),
+            finish(Record::ok("issue_store_ns", "ns", compute_stats(store_ns))),
+            finish(Record::ok("completion_ns", "ns", compute_stats(rtt_ns)))};
   if (issue)
     return {finish(Record::ok("issue_ns", "ns", compute_stats(issue_ns))),
             finish(Record::ok("completion_ns", "ns", compute_stats(rtt_ns)))};

@@ -51,15 +51,27 @@ void test_format() {
 
 // Both paths, many laps of a small ring, consumed in between: every ticket is seen once, in order,
 // and a slot's stale content from the last lap is never mistaken for the next ticket.
-void test_paths_wrap(bool tuned) {
+// The enqueue paths: baseline, tuned, and tuned in the steps a caller timing the store alone takes
+// (reserve, prepare, the store, the ticket), which must hand over exactly what enqueue_tuned does.
+enum class Path { baseline, tuned, tuned_steps };
+
+uint64_t enqueue_by(Path path, const RingView& v, TunedProducer& p, uint64_t value, uint32_t info) {
+  if (path == Path::baseline) return enqueue_baseline(v, value, info, 0, nullptr);
+  if (path == Path::tuned) return enqueue_tuned(v, p, value, info, 0, nullptr);
+  if (!tuned_reserve(v, p, 0, nullptr)) return ~0ull;
+  const TunedStore st = tuned_prepare(v, p, value, info);
+  store16(st.slot, st.d);
+  return p.tail++;
+}
+
+void test_paths_wrap(Path path) {
   const uint32_t cap = 4;
   TestRing r(cap);
   TestRing* rp = &r;
   TunedProducer p{0, 0};
   uint64_t head = 0;
   for (uint64_t i = 0; i < 1000; ++i) {
-    const uint64_t t = tuned ? enqueue_tuned(rp->view, p, i * 3 + 1, make_info(Op::write_inline, i, false), 0, nullptr)
-                             : enqueue_baseline(rp->view, i * 3 + 1, make_info(Op::write_inline, i, false), 0, nullptr);
+    const uint64_t t = enqueue_by(path, rp->view, p, i * 3 + 1, make_info(Op::write_inline, i, false));
     REQUIRE(t == i);
     // Consume every other step, so the ring is sometimes full and sometimes not.
     if (i % 2 == 1 || (i + 1) - head >= cap) {
@@ -107,8 +119,9 @@ void test_timeouts() {
 
 int main() {
   test_format();
-  test_paths_wrap(true);
-  test_paths_wrap(false);
+  test_paths_wrap(Path::tuned);
+  test_paths_wrap(Path::tuned_steps);
+  test_paths_wrap(Path::baseline);
   test_timeouts();
   std::printf("proxy_ring_test: ok\n");
   return 0;

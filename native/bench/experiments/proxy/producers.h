@@ -42,6 +42,8 @@ struct ProducerArgs {
   long long* c_end;
   uint32_t* issue_cycles;        // issue mode: per measured op, enqueue cost in SM cycles
   uint32_t* rtt_cycles;          // issue mode: enqueue -> completion seen, SM cycles
+  uint32_t* store_cycles;        // issue mode, tuned: `msgs` more ops, the 16-byte store alone
+                                 // timed (the floor-comparable issue); nullptr: not measured
   const uint64_t* remote;        // pingpong: the destination words (mapped host memory)
   DeviceError* err;
 };
@@ -54,7 +56,8 @@ GICOMM_HD uint32_t payload_slot(uint32_t ring, uint32_t window, uint64_t index) 
   return ring * window + static_cast<uint32_t>(index & (window - 1));
 }
 
-// One thread, ring 0, at most one request outstanding: issue cost and round trip per operation.
+// One thread, ring 0, at most one request outstanding: issue cost and round trip per operation;
+// with store_cycles (tuned enqueue), then `msgs` more operations timing the store alone.
 cudaError_t launch_issue(const ProducerArgs& a, cudaStream_t s);
 // Two threads (blocks) on rings 0 and 1: ping writes word i of ring 0's window through the proxy;
 // pong polls that word in host memory, then answers through ring 1; ping polls the answer.

@@ -282,9 +282,11 @@ struct TunedProducer {
   uint64_t cached_head;  // last consumer progress seen
 };
 
-template <StoreScope S = StoreScope::sys>
-GICOMM_HD uint64_t enqueue_tuned(const RingView& r, TunedProducer& p, uint64_t value, uint32_t info,
-                                 uint64_t timeout_ns, WaitError* err) {
+// The tuned enqueue in its two steps, for a caller that times the store alone (the floor under
+// the enqueue): tuned_reserve waits until the next ticket's slot is free, checking the producer's
+// cached consumer progress first and reading the host's only when the ring looks full;
+// tuned_publish is the hand-off itself, one 16-byte store. false / ~0 on timeout (err filled in).
+GICOMM_HD bool tuned_reserve(const RingView& r, TunedProducer& p, uint64_t timeout_ns, WaitError* err) {
   const uint64_t ticket = p.tail;
   if (ticket - p.cached_head >= r.capacity) {
     // Looks full: only now pay for a read of the host-resident progress.
@@ -293,19 +295,42 @@ GICOMM_HD uint64_t enqueue_tuned(const RingView& r, TunedProducer& p, uint64_t v
     while (ticket - p.cached_head >= r.capacity) {
       if (timeout_ns != 0 && now_ns() - start > timeout_ns) {
         if (err) *err = WaitError{r.id, kWaitRingFull, ticket - r.capacity + 1, p.cached_head};
-        return ~0ull;
+        return false;
       }
       spin_pause();
       p.cached_head = load_relaxed_sys(r.head);
     }
   }
+  return true;
+}
+
+// tuned_publish, itself in steps for a caller that times the store alone: the slot and the
+// descriptor of the next ticket, then the store, then the ticket taken.
+struct TunedStore {
+  Desc* slot;
   Desc d;
-  d.value = value;
-  d.info = info;
-  d.seq = tag_of(ticket);
-  store16<S>(&r.slots[ticket & (r.capacity - 1)], d);  // the whole hand-off: one 16-byte store
-  p.tail = ticket + 1;
-  return ticket;
+};
+GICOMM_HD TunedStore tuned_prepare(const RingView& r, const TunedProducer& p, uint64_t value, uint32_t info) {
+  TunedStore s;
+  s.slot = &r.slots[p.tail & (r.capacity - 1)];
+  s.d.value = value;
+  s.d.info = info;
+  s.d.seq = tag_of(p.tail);
+  return s;
+}
+
+template <StoreScope S = StoreScope::sys>
+GICOMM_HD uint64_t tuned_publish(const RingView& r, TunedProducer& p, uint64_t value, uint32_t info) {
+  const TunedStore s = tuned_prepare(r, p, value, info);
+  store16<S>(s.slot, s.d);  // the whole hand-off: one 16-byte store
+  return p.tail++;
+}
+
+template <StoreScope S = StoreScope::sys>
+GICOMM_HD uint64_t enqueue_tuned(const RingView& r, TunedProducer& p, uint64_t value, uint32_t info,
+                                 uint64_t timeout_ns, WaitError* err) {
+  if (!tuned_reserve(r, p, timeout_ns, err)) return ~0ull;
+  return tuned_publish<S>(r, p, value, info);
 }
 
 // Wait until the ring's completion counter reaches `target` (all tickets below it are complete).
