@@ -452,7 +452,8 @@ def paper_table_view(spec: TableSpec, tables_dir: Path) -> dict[str, Any]:
 
 def _numeric(cells: pd.Series) -> bool:
     """A column of numbers as the paper prints them ('1.79', '~2x', '106-110', '1,350')."""
-    return cells.astype(str).str.fullmatch(r"[~\d.,\-\u2013/ x%]*").all()
+    # The en dash as a character: pyarrow's regex engine (pandas' string dtype) has no \u escape.
+    return cells.astype(str).str.fullmatch("[~\\d.,\\-\u2013/ x%]*").all()
 
 
 def render_campaign_report(r: CampaignReport) -> None:
