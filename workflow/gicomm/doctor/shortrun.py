@@ -88,6 +88,8 @@ def run_step(
             "--out", str(out), "--campaign", campaign_dir.name, "--host", host,
             "--platform", "local", "--run-index", str(run), "--provenance-id", "doctor",
             "--iters", str(step.iters), "--warmup", "50", "--timeout-ms", str(timeout_ms),
+            # the doctor's NIC floors are one process, each QP connected to itself
+            "--topology", "loopback",
         ]  # fmt: skip
         try:
             rc = subprocess.run(argv, check=False, timeout=POINT_TIMEOUT_S).returncode
