@@ -77,6 +77,8 @@ log=$work/log.txt
   if grep -q '"rdma": true' "$build/gicomm_build.json" 2>/dev/null \
      && timeout 300 cmake --build "$build" -j "$(nproc)" --target gicomm_emu >> "$work/build.log" 2>&1; then
     t1=$(date +%s)
+    # the emulation's own port counters (a sysfs view on tmpfs), so the path check can read them
+    GICOMM_EMU_SYSFS_DIR=$(mktemp -d /dev/shm/gicomm-doctor-emu.XXXXXX) \
     timeout 200 python3 -m gicomm.doctor --results results --campaign doctor-emulated-nic --records "$emu" \
       --measured-here --floors-driver "$build/bin/gicomm-bench-floors" --nic mlx5 \
       --driver-prefix "$build/bin/gicomm-emu-run" --short-run none --runs 1 --iters 200 > "$emu/verdicts.txt"

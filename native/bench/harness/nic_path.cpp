@@ -282,6 +282,11 @@ void attach_gda_link(Run& run, std::function<uint64_t()> posted_wqes) {
     const auto ports = net::read_all_ports(sysfs_root(), o.gid_index);
     if (!ports.empty()) device = ports.front().device;
   }
+  if (device.empty()) {  // no sysfs view of the devices: the first one rdma-core lists
+    int ndev = 0;
+    const std::string devices = verbs::describe_devices(&ndev);
+    device = devices.substr(0, devices.find_first_of(" ,:\n"));
+  }
   NetLauncher* peer = net_launcher();
   auto link = std::make_unique<VerbsLink>(peer, device, o.nic_port, o.gid_index, traffic);
   link->nic_json_ = net::to_json(net::describe_nic(sysfs_root(), device, o.nic_port, o.gid_index));
