@@ -34,24 +34,7 @@ printf 'step\texit\tseconds\n' > "$STEPS"
 START=$(date +%s)
 [ -f tools/device-env.sh ] && source tools/device-env.sh  # carried wheels (nlohmann-json headers)
 
-# step NAME LIMIT_S CMD...: CMD with a timeout (never past the total bound), logged to NAME.log.
-step() {
-  local name=$1 limit=$2
-  shift 2
-  local left=$((TOTAL_S - ($(date +%s) - START)))
-  if [ "$left" -lt 10 ]; then
-    printf '%s\tskipped (total bound %ss reached)\t0\n' "$name" "$TOTAL_S" >> "$STEPS"
-    return 124
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  local t0 rc
-  t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
-  rc=$?
-  printf '%s\t%s\t%s\n' "$name" "$rc" "$(($(date +%s) - t0))" >> "$STEPS"
-  echo "== $name: exit $rc ($(($(date +%s) - t0)) s)"
-  return $rc
-}
+source tools/device-steps.sh  # step NAME LIMIT_S CMD...
 
 # drive NAME DRIVER EXPERIMENT POINTS_FILE [flags]: one driver run over a points file.
 drive() {
