@@ -140,6 +140,13 @@ class VerbsLink final : public PointLink {
   std::vector<net::PortTraffic> before_;
 };
 
+// The first device rdma-core lists (what a backend opens when no device is named).
+std::string first_listed_device() {
+  int ndev = 0;
+  const std::string devices = verbs::describe_devices(&ndev);
+  return devices.substr(0, devices.find_first_of(" ,:\n"));
+}
+
 }  // namespace
 
 bool two_ranks() { return net_launcher() != nullptr; }
@@ -168,10 +175,7 @@ std::unique_ptr<proxy::Backend> open_verbs_path(Run& run, uint32_t qps, void* re
     vc.remote_bytes = remote_bytes;
     auto be = verbs::make_verbs_backend(vc, &err);
     if (!be) throw HardwareMissing(err);
-    int ndev = 0;
-    const std::string devices = verbs::describe_devices(&ndev);
-    std::string device = o.nic_device;
-    if (device.empty()) device = devices.substr(0, devices.find_first_of(" ,:\n"));
+    const std::string device = o.nic_device.empty() ? first_listed_device() : o.nic_device;
     auto link = std::make_unique<VerbsLink>(nullptr, device, o.nic_port, o.gid_index, traffic);
     link->nic_json_ = net::to_json(net::describe_nic(sysfs_root(), device, o.nic_port, o.gid_index));
     run.link = std::move(link);
@@ -282,11 +286,7 @@ void attach_gda_link(Run& run, std::function<uint64_t()> posted_wqes) {
     const auto ports = net::read_all_ports(sysfs_root(), o.gid_index);
     if (!ports.empty()) device = ports.front().device;
   }
-  if (device.empty()) {  // no sysfs view of the devices: the first one rdma-core lists
-    int ndev = 0;
-    const std::string devices = verbs::describe_devices(&ndev);
-    device = devices.substr(0, devices.find_first_of(" ,:\n"));
-  }
+  if (device.empty()) device = first_listed_device();  // no sysfs view of the devices
   NetLauncher* peer = net_launcher();
   auto link = std::make_unique<VerbsLink>(peer, device, o.nic_port, o.gid_index, traffic);
   link->nic_json_ = net::to_json(net::describe_nic(sysfs_root(), device, o.nic_port, o.gid_index));
