@@ -6,8 +6,8 @@
 // RC QPs: direction send_recv; send-only needs a second node and is not implemented). What the
 // experiment studies is the NIC's connection-context cache: on the softnic it measures only the
 // model NIC's polling of many doorbells, so its YAML runs it on mlx5 only. One warm-up launch
-// (every connection visited once), then min(--iters, 3) timed launches of >= 2 M writes and >= 4
-// rounds over every connection: msg_rate (Mmsg/s) and goodput_gbps (GB/s).
+// (every connection visited once), then min(--iters, 3) timed launches of >= min_writes (2 M by
+// default) writes and >= 4 rounds over every connection: msg_rate (Mmsg/s) and goodput_gbps (GB/s).
 #include <algorithm>
 
 #include "gda.cuh"
@@ -67,9 +67,11 @@ std::vector<Record> connection_scaling(Run& run) {
   const GdaTarget tg = rig.target();
   const uint32_t slots = static_cast<uint32_t>(dst_bytes / size);
   // Every QP is visited the same number of times: visits per producer = (its QPs) x rounds; enough
-  // writes in all (>= 2 M, >= 4 rounds over every connection) that the start and end are noise.
+  // writes in all (>= min_writes, 2 M by default, and >= 4 rounds over every connection) that the
+  // start and end are noise.
+  const uint64_t min_writes = run.param<uint32_t>("min_writes");
   const uint64_t per_round = uint64_t(connections) * writes;
-  const uint32_t rounds = static_cast<uint32_t>(std::max<uint64_t>(4, (2000000 + per_round - 1) / per_round));
+  const uint32_t rounds = static_cast<uint32_t>(std::max<uint64_t>(4, (min_writes + per_round - 1) / per_round));
   const uint32_t owned_max = (connections + producers - 1) / producers;
   const uint32_t visits = owned_max * rounds;
   const uint32_t block = std::min<uint32_t>(producers, 64);
