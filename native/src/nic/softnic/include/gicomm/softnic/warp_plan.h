@@ -11,7 +11,8 @@
 //   4. effects: next_epoch splits the prefix at atomics, so an atomic takes effect after every
 //      write before it (put-with-signal) and atomics of a QP run in order; the copies of an epoch are
 //      cut into 16-byte destination blocks (plan_copy_block) that the 32 lanes share, several
-//      blocks in flight per lane (copy_blocks), whatever the payload sizes;
+//      blocks in flight per lane (copy_blocks), whatever the payload sizes; copies of whole aligned
+//      blocks, all of one length, take a shorter road (aligned_round);
 //   5. CQEs: cqe_slot says which lane writes which CQE (each signaled WQE its own, in order; a
 //      collapsed CQ only the newest).
 #pragma once
@@ -319,6 +320,50 @@ struct EffectRecorder {
     old = old_value;
   }
 };
+
+// ---- the aligned copies: pointer payloads of whole 16-byte blocks ----------------------------------
+// An epoch whose copies all move whole aligned blocks (source, destination and length multiples of
+// 16, the source in global memory) of one length, as a sweep's pointer writes of 16 B..64 KiB do:
+// unit u of the copies laid end to end is block u % nb of copy u / nb, found by arithmetic instead
+// of owner_of_block's search, and moved as it was loaded (no compose_block).
+GICOMM_HD bool whole_aligned(const CopyDesc& d) {
+  return d.len != 0 && d.src_global != 0 && ((d.dst | d.src | d.len) & 15) == 0;
+}
+
+// Blocks each lane moves per round of aligned copies: 32 lanes x 8 x 16 B = 4 KiB per round trip
+// (16 would spill the engine kernel's registers).
+constexpr int kAlignedBlocksPerLane = 8;
+
+// The blocks lane `lane` moves in round `round` of the aligned copies `descs[0..n)` (compacted: the
+// epoch's copies in lane order), each of `nb` blocks, `total` = n * nb: unit u = round * 32 *
+// kAlignedBlocksPerLane + j * 32 + lane, so each load instruction of the warp covers 32 consecutive
+// blocks of a copy. Every load is issued before any store.
+template <class Io>
+GICOMM_HD void aligned_round(Io& io, const CopyDesc* descs, uint32_t nb, uint32_t total, uint32_t round,
+                             uint32_t lane) {
+  const uint32_t base = round * kWarpLanes * kAlignedBlocksPerLane + lane;
+  Bytes16 v[kAlignedBlocksPerLane];
+  uint64_t dst[kAlignedBlocksPerLane];
+GICOMM_UNROLL
+  for (int j = 0; j < kAlignedBlocksPerLane; ++j) {
+    const uint32_t u = base + static_cast<uint32_t>(j) * kWarpLanes;
+    dst[j] = 0;
+    if (u < total) {
+      const uint32_t k = u / nb;
+      const uint64_t off = 16ull * (u - k * nb);
+      dst[j] = descs[k].dst + off;
+      v[j] = io.load16(descs[k].src + off, true);
+    }
+  }
+GICOMM_UNROLL
+  for (int j = 0; j < kAlignedBlocksPerLane; ++j)
+    if (dst[j] != 0) io.store16(dst[j], v[j]);
+}
+
+GICOMM_HD uint32_t aligned_rounds(uint32_t total_blocks) {
+  const uint32_t per_round = kWarpLanes * kAlignedBlocksPerLane;
+  return (total_blocks + per_round - 1) / per_round;
+}
 
 // ---- completions ------------------------------------------------------------------------------------
 struct CqeSlot {
