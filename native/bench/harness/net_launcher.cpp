@@ -138,9 +138,9 @@ void NetLauncher::serve_verbs(const Options& o, const net::Message& req, PeerTar
 #if defined(GICOMM_BENCH_WITH_VERBS)
   const uint64_t qps = u64_of(req, "qps", peer_name());
   const uint64_t bytes = u64_of(req, "bytes", peer_name());
-  if (qps == 0 || qps > 256 || bytes > (uint64_t(1) << 32))
-    fail("asked for " + std::to_string(qps) + " QPs and " + std::to_string(bytes) +
-         " bytes: allowed 1..256 QPs, up to 4 GiB");
+  if (qps == 0 || qps > verbs::kMaxEndpointQps || bytes > (uint64_t(1) << 32))
+    fail("asked for " + std::to_string(qps) + " QPs and " + std::to_string(bytes) + " bytes: allowed 1.." +
+         std::to_string(verbs::kMaxEndpointQps) + " QPs, up to 4 GiB");
   net::Endpoint peer;
   std::string err;
   if (!net::get_endpoint(req, &peer, &err)) fail(peer_name() + " sent a bad " + err);

@@ -94,7 +94,10 @@ void agree_and_swap_endpoints() {
   e1.device = "mlx5_1";
   e1.lid = 7;
   e1.mtu = 2048;
-  e1.qps = {{5, 6}};
+  // The largest endpoint the verbs backend opens (kMaxEndpointQps, the connection sweep's 32,768),
+  // every QP number and PSN at its widest: still one message.
+  e1.qps.assign(32768, {0xffffff, 0xffffff});
+  e1.qps[0] = {5, 6};
   Message m0, m1, got0, got1;
   put_endpoint(e0, &m0);
   put_endpoint(e1, &m1);
@@ -108,7 +111,8 @@ void agree_and_swap_endpoints() {
   REQUIRE(r0.device == "mlx5_0" && r0.roce && r0.gid == e0.gid && r0.gid_index == 3 && r0.mtu == 4096);
   REQUIRE(r0.qps.size() == 2 && r0.qps[0].qpn == 0x123 && r0.qps[0].psn == 0xabcdef && r0.qps[1].qpn == 0xffffff);
   REQUIRE(r0.buffer_addr == e0.buffer_addr && r0.buffer_bytes == e0.buffer_bytes && r0.rkey == 0xdeadbeef);
-  REQUIRE(r1.device == "mlx5_1" && !r1.roce && r1.lid == 7 && r1.mtu == 2048 && r1.qps.size() == 1);
+  REQUIRE(r1.device == "mlx5_1" && !r1.roce && r1.lid == 7 && r1.mtu == 2048 && r1.qps.size() == 32768 &&
+          r1.qps[0].qpn == 5 && r1.qps[32767].psn == 0xffffff);
 
   // The ranks at different phases: both notice.
   std::thread t2([&] { REQUIRE(!b.s->exchange("done", Message{}, &got1, 5000, &err1)); });

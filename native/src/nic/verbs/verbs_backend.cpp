@@ -364,8 +364,8 @@ VerbsEndpoint::VerbsEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 VerbsEndpoint::~VerbsEndpoint() = default;
 
 std::unique_ptr<VerbsEndpoint> VerbsEndpoint::open(const VerbsConfig& cfg, uint32_t qps, std::string* error) {
-  if (qps < 1 || qps > 256) {
-    *error = "verbs: an endpoint has 1..256 QPs, not " + std::to_string(qps);
+  if (qps < 1 || qps > kMaxEndpointQps) {
+    *error = "verbs: an endpoint has 1.." + std::to_string(kMaxEndpointQps) + " QPs, not " + std::to_string(qps);
     return nullptr;
   }
   std::unique_ptr<Impl> impl(new Impl);

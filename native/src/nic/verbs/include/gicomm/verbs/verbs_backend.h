@@ -42,10 +42,14 @@ std::string describe_devices(int* count);
 // Loopback on one port (see above). cfg.remote is required.
 std::unique_ptr<proxy::Backend> make_verbs_backend(const VerbsConfig& cfg, std::string* error);
 
+// QPs of one endpoint at most: the connection-scaling sweep's largest point (the paper's 32,768
+// active connections), whose QP numbers and PSNs still fit one out-of-band message.
+inline constexpr uint32_t kMaxEndpointQps = 32768;
+
 class VerbsEndpoint {
  public:
   // Opens cfg.device, registers cfg.remote (optional: the side that only sends needs none) and
-  // cfg.local, and creates `qps` RC QPs (1..256), each with its own completion queue.
+  // cfg.local, and creates `qps` RC QPs (1..kMaxEndpointQps), each with its own completion queue.
   static std::unique_ptr<VerbsEndpoint> open(const VerbsConfig& cfg, uint32_t qps, std::string* error);
   ~VerbsEndpoint();
   VerbsEndpoint(const VerbsEndpoint&) = delete;
