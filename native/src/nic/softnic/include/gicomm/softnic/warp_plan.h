@@ -330,34 +330,43 @@ GICOMM_HD bool whole_aligned(const CopyDesc& d) {
   return d.len != 0 && d.src_global != 0 && ((d.dst | d.src | d.len) & 15) == 0;
 }
 
-// Blocks each lane moves per round of aligned copies: 32 lanes x 8 x 16 B = 4 KiB per round trip
-// (16 would spill the engine kernel's registers).
-constexpr int kAlignedBlocksPerLane = 8;
+// Blocks each lane moves per round of aligned copies: 32 lanes x 16 x 16 B = 8 KiB per round trip
+// (one warp serves a QP, so its bytes in flight bound the QP's copy rate; 32 would spill the engine
+// kernel's registers).
+constexpr int kAlignedBlocksPerLane = 16;
 
 // The blocks lane `lane` moves in round `round` of the aligned copies `descs[0..n)` (compacted: the
 // epoch's copies in lane order), each of `nb` blocks, `total` = n * nb: unit u = round * 32 *
 // kAlignedBlocksPerLane + j * 32 + lane, so each load instruction of the warp covers 32 consecutive
-// blocks of a copy. Every load is issued before any store.
+// blocks of a copy. Every load is issued before any store, and none waits on a branch or a
+// division: the lane's first unit takes one division, each next one is carried 32 units on, and a
+// unit past the end loads the first block of the first copy (memory the copy reads anyway) and
+// stores nothing.
 template <class Io>
 GICOMM_HD void aligned_round(Io& io, const CopyDesc* descs, uint32_t nb, uint32_t total, uint32_t round,
                              uint32_t lane) {
   const uint32_t base = round * kWarpLanes * kAlignedBlocksPerLane + lane;
+  uint32_t k = base / nb, b = base - k * nb;
+  const uint32_t step_k = kWarpLanes / nb, step_b = kWarpLanes - step_k * nb;
   Bytes16 v[kAlignedBlocksPerLane];
   uint64_t dst[kAlignedBlocksPerLane];
+  bool live[kAlignedBlocksPerLane];
 GICOMM_UNROLL
   for (int j = 0; j < kAlignedBlocksPerLane; ++j) {
-    const uint32_t u = base + static_cast<uint32_t>(j) * kWarpLanes;
-    dst[j] = 0;
-    if (u < total) {
-      const uint32_t k = u / nb;
-      const uint64_t off = 16ull * (u - k * nb);
-      dst[j] = descs[k].dst + off;
-      v[j] = io.load16(descs[k].src + off, true);
+    live[j] = base + static_cast<uint32_t>(j) * kWarpLanes < total;
+    const uint32_t kk = live[j] ? k : 0u, bb = live[j] ? b : 0u;
+    dst[j] = descs[kk].dst + 16ull * bb;
+    v[j] = io.load16(descs[kk].src + 16ull * bb, true);
+    b += step_b;
+    k += step_k;
+    if (b >= nb) {
+      b -= nb;
+      ++k;
     }
   }
 GICOMM_UNROLL
   for (int j = 0; j < kAlignedBlocksPerLane; ++j)
-    if (dst[j] != 0) io.store16(dst[j], v[j]);
+    if (live[j]) io.store16(dst[j], v[j]);
 }
 
 GICOMM_HD uint32_t aligned_rounds(uint32_t total_blocks) {
