@@ -321,14 +321,17 @@ struct EffectRecorder {
   }
 };
 
-// ---- the aligned copies: pointer payloads of whole 16-byte blocks ----------------------------------
-// An epoch whose copies all move whole aligned blocks (source, destination and length multiples of
-// 16, the source in global memory) of one length, as a sweep's pointer writes of 16 B..64 KiB do:
-// unit u of the copies laid end to end is block u % nb of copy u / nb, found by arithmetic instead
-// of owner_of_block's search, and moved as it was loaded (no compose_block).
-GICOMM_HD bool whole_aligned(const CopyDesc& d) {
-  return d.len != 0 && d.src_global != 0 && ((d.dst | d.src | d.len) & 15) == 0;
+// ---- the aligned copies: pointer payloads from and to 16-byte aligned addresses --------------------
+// An epoch whose copies all start at 16-byte aligned source and destination (the source in global
+// memory), all of one length, as a sweep's pointer writes of 16 B..64 KiB do: unit u of the copies
+// laid end to end is block u % nb of copy u / nb, found by arithmetic instead of owner_of_block's
+// search, and moved as it was loaded (no compose_block). A length that is not a multiple of 16
+// ends in a partial block: its aligned source chunk is loaded whole (an aligned chunk never
+// crosses a page) and only the copy's bytes are stored.
+GICOMM_HD bool aligned_copy(const CopyDesc& d) {
+  return d.len != 0 && d.src_global != 0 && ((d.dst | d.src) & 15) == 0;
 }
+GICOMM_HD uint32_t aligned_blocks(uint32_t len) { return (len + 15) / 16; }
 
 // Blocks each lane moves per round of aligned copies: 32 lanes x 16 x 16 B = 8 KiB per round trip
 // (one warp serves a QP, so its bytes in flight bound the QP's copy rate; 32 would spill the engine
@@ -336,25 +339,28 @@ GICOMM_HD bool whole_aligned(const CopyDesc& d) {
 constexpr int kAlignedBlocksPerLane = 16;
 
 // The blocks lane `lane` moves in round `round` of the aligned copies `descs[0..n)` (compacted: the
-// epoch's copies in lane order), each of `nb` blocks, `total` = n * nb: unit u = round * 32 *
+// epoch's copies in lane order), each of `len` bytes in nb = aligned_blocks(len) blocks, `total` = n
+// * nb: unit u = round * 32 *
 // kAlignedBlocksPerLane + j * 32 + lane, so each load instruction of the warp covers 32 consecutive
 // blocks of a copy. Every load is issued before any store, and none waits on a branch or a
 // division: the lane's first unit takes one division, each next one is carried 32 units on, and a
 // unit past the end loads the first block of the first copy (memory the copy reads anyway) and
 // stores nothing.
 template <class Io>
-GICOMM_HD void aligned_round(Io& io, const CopyDesc* descs, uint32_t nb, uint32_t total, uint32_t round,
+GICOMM_HD void aligned_round(Io& io, const CopyDesc* descs, uint32_t len, uint32_t total, uint32_t round,
                              uint32_t lane) {
+  const uint32_t nb = aligned_blocks(len), tail_bytes = len & 15u;
   const uint32_t base = round * kWarpLanes * kAlignedBlocksPerLane + lane;
   uint32_t k = base / nb, b = base - k * nb;
   const uint32_t step_k = kWarpLanes / nb, step_b = kWarpLanes - step_k * nb;
   Bytes16 v[kAlignedBlocksPerLane];
   uint64_t dst[kAlignedBlocksPerLane];
-  bool live[kAlignedBlocksPerLane];
+  bool live[kAlignedBlocksPerLane], partial[kAlignedBlocksPerLane];
 GICOMM_UNROLL
   for (int j = 0; j < kAlignedBlocksPerLane; ++j) {
     live[j] = base + static_cast<uint32_t>(j) * kWarpLanes < total;
     const uint32_t kk = live[j] ? k : 0u, bb = live[j] ? b : 0u;
+    partial[j] = tail_bytes != 0 && bb == nb - 1;
     dst[j] = descs[kk].dst + 16ull * bb;
     v[j] = io.load16(descs[kk].src + 16ull * bb, true);
     b += step_b;
@@ -365,8 +371,17 @@ GICOMM_UNROLL
     }
   }
 GICOMM_UNROLL
-  for (int j = 0; j < kAlignedBlocksPerLane; ++j)
-    if (live[j]) io.store16(dst[j], v[j]);
+  for (int j = 0; j < kAlignedBlocksPerLane; ++j) {
+    if (!live[j]) continue;
+    if (!partial[j]) {
+      io.store16(dst[j], v[j]);
+      continue;
+    }
+    BlockPlan tail{};
+    tail.block = dst[j];
+    tail.hi = tail_bytes;
+    store_block(io, tail, v[j]);
+  }
 }
 
 GICOMM_HD uint32_t aligned_rounds(uint32_t total_blocks) {
