@@ -175,3 +175,66 @@ def test_mps_is_part_of_what_a_point_is_measured_under(tmp_path):
     plain = Plan(program="gicomm-bench-fakerank", emulated=True)
     under_mps = replace(plain, mps=True)
     assert measure_key(job, p, plain, {}, build) != measure_key(job, p, under_mps, {}, build)
+
+
+# ---- the report's NIC paths and the claims, from synthetic records of such a run ------------------
+def nvshmem_records(runs: int = 5):
+    """Tidy records of the campaign's library_baselines points as the harness writes them on the
+    emulation: NVSHMEM IBGDA and IBRC, put and p of 8 B, two PEs on one GPU under MPS."""
+    from conftest import make_record
+
+    from gicomm.tidy import tidy_frame
+
+    recs = []
+    for run in range(runs):
+        for t, rtt in (("nvshmem-ibgda", 120_000.0), ("nvshmem-ibrc", 90_000.0)):
+            for op in ("put", "p"):
+                for metric, v in (
+                    ("issue_ns", 3800.0),
+                    ("completion_ns", 52_000.0),
+                    ("rtt_ns", rtt),
+                ):
+                    recs.append(make_record(
+                        experiment="library_baselines", transport=t, nic_backend="mlx5",
+                        point_id=f"{t}-{op}", metric=metric, run_index=run, rdma_provider="emulated",
+                        topology="two-rank", stats={"n": 2000, "p50": v},
+                        params={"op": op, "size": 8, "pes_per_gpu": 2, "mps": "on"}))  # fmt: skip
+    return tidy_frame(recs)
+
+
+def test_the_nic_paths_page_shows_nvshmem_ran_on_the_emulated_nic_with_its_numbers():
+    from gicomm.aggregate import summarize_runs
+    from gicomm.nicpaths import emulated_values, nic_paths
+
+    records = nvshmem_records(runs=1)
+    paths = nic_paths(records).set_index("transport")
+    for t in ("nvshmem-ibgda", "nvshmem-ibrc"):
+        row = paths.loc[t]
+        assert (row["ran on"], row["rdma_provider"], row["topology"]) == (
+            "emulated NIC", "emulated", "two-rank")  # fmt: skip
+        assert (row["points ok"], row["points failed"], row["counter check"]) == (
+            2,
+            0,
+            "not recorded",
+        )
+    values = emulated_values(summarize_runs(records))
+    assert set(values["where"]) == {
+        "ran on the emulated NIC (emulated rdma-core: not real-NIC numbers)"
+    }
+    rtt = values[(values["transport"] == "nvshmem-ibgda") & (values["metric"] == "rtt_ns")]
+    assert set(rtt["op"]) == {"put", "p"} and set(rtt["p50"]) == {120_000.0}
+    # how the PEs were placed is shown beside each value
+    assert set(values["pes_per_gpu"]) == {2} and set(values["mps"]) == {"on"}
+
+
+def test_emulated_nvshmem_values_never_decide_the_papers_nvshmem_claims():
+    from test_claims import _verdict
+
+    from gicomm.claims import NOT_MEASURABLE
+
+    records = nvshmem_records(runs=5)  # enough runs: only the NIC keeps them from a verdict
+    for claim in ("t3-nvshmem-rtt", "t3-nvshmem-vs-minigda-issue"):
+        row = _verdict(records, claim)
+        assert row["verdict"] == NOT_MEASURABLE, (claim, row["reason"])
+    row = _verdict(records, "t3-nvshmem-rtt")
+    assert "needs an mlx5 NIC" in row["reason"] and "mlx5 (emulated NIC)" in row["reason"]
