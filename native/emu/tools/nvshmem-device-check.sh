@@ -109,7 +109,7 @@ step() {
 }
 
 # The library_baselines harness on its own: put and p of 8 B of nvshmem-<transport> with both PEs
-# on this machine's GPU 0 (it places them), then its records checked: every one ok, emulated,
+# on GPU 0 (the only one it sees; it places them), then its records checked: every one ok, emulated,
 # pes_per_gpu 2, mps on. The harness sets NVSHMEM's transport variables itself.
 baseline_step() {
   local t=$1 name=baselines_${1}_mps
@@ -118,7 +118,8 @@ baseline_step() {
     echo "{\"point_id\": \"$t-$op-8\", \"transport\": \"nvshmem-$t\", \"nic_backend\": \"mlx5\", \"params\": {\"op\": \"$op\", \"size\": 8}}"
   done > "$pts"
   : > "$recs"
-  step "$name" 0 90 env "${nvshmem_env[@]}" "$run" --sysfs "$bin/gicomm-bench-baselines-nvshmem" \
+  # GPU 0 alone, also on a two-GPU machine: the step is about two PEs sharing one GPU
+  step "$name" 0 90 env "${nvshmem_env[@]}" CUDA_VISIBLE_DEVICES=0 "$run" --sysfs "$bin/gicomm-bench-baselines-nvshmem" \
     --experiment library_baselines --points "$pts" --out "$recs" --campaign emulated-nic-h200 --host "$(hostname)" \
     --platform h200 --provenance-id "$(hostname)" --run-index 0 --warmup 20 --iters 200 --timeout-ms 5000
   grep -hE 'CHECK [a-z0-9_]+ (PASS|FAIL)' "$logs/$name.log" | sed "s/^/  $name: /" >> "$summary"
