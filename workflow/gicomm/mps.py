@@ -8,12 +8,12 @@ memory) advances once per time slice, milliseconds instead of microseconds. With
 listening in CUDA_MPS_PIPE_DIRECTORY, CUDA runs the processes that name that directory through
 one MPS server, concurrently.
 
-The daemon runs in the foreground (`nvidia-cuda-mps-control -f`) as a child of the runner, in a
-session of its own, with its pipe and log directories in a fresh temporary directory: only the
-processes given `env` use it, the GPU's compute mode is left alone, and stopping it is `quit`
-through the control program, then SIGKILL to its process group if it is still there. Where the
-control program is missing or the daemon does not come up, the points run without MPS and their
-records say so (the harness records `mps: off`).
+The daemon runs in the foreground (`nvidia-cuda-mps-control -f`) as a child of the runner (and dies
+with it), in a session of its own, with its pipe and log directories in a fresh temporary
+directory: only the processes given `env` use it, the GPU's compute mode is left alone, and
+stopping it is `quit` through the control program, then SIGKILL to its process group if it is
+still there. Where the control program is missing or the daemon does not come up, the points run
+without MPS and their records say so (the harness records `mps: off`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gicomm.process import die_with_parent
+
 CONTROL = "nvidia-cuda-mps-control"
 START_S = 10.0  # the daemon's control pipe appears within this, or it is given up
 STOP_S = 10.0  # `quit` ends it within this, or its process group is killed
@@ -43,6 +45,10 @@ class Daemon:
     control: str = ""
     why: str = ""
     env: dict[str, str] = field(default_factory=dict)
+
+
+def _die_with_runner() -> None:  # runs in the child between fork and exec
+    die_with_parent(signal.SIGTERM)
 
 
 def _wait(done: Callable[[], bool], timeout_s: float) -> bool:
@@ -71,6 +77,8 @@ def start(control: str = CONTROL, timeout_s: float = START_S) -> Daemon:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        # a runner killed outright takes its daemon along (SIGTERM: it may still stop its server)
+        preexec_fn=_die_with_runner,  # noqa: PLW1509 (started before the runner starts threads)
     )
     d = Daemon(root, proc, exe, "", env)
     if _wait(lambda: (pipe / "control").exists() or proc.poll() is not None, timeout_s) and (
