@@ -352,10 +352,12 @@ def run_library_points(
     env: dict[str, str] | None = None,
     harness: bool = False,
     nic: object = None,
+    hardware: dict | None = None,
 ) -> list[dict]:
     """library_baselines points through the batch runner, on a host that has what the experiment
     needs but `nics` for a NIC (none by default) and, with `harness`, a stand-in NVSHMEM harness;
-    `nic` is the campaign's NIC setup (gicomm.ranks.NicSetup; with it, a stand-in gicomm-emu-run)."""
+    `nic` is the campaign's NIC setup (gicomm.ranks.NicSetup; with it, a stand-in gicomm-emu-run);
+    `hardware` adds to the node's probe (its GPUs)."""
     from dataclasses import replace
 
     from gicomm.bench import BatchJob, run_batch
@@ -377,7 +379,7 @@ def run_library_points(
         monkeypatch.setenv(k, v)
     job = BatchJob(
         experiment=e, points=points or e.points(), campaign="c", host="h", platform="local",
-        run_index=0, build_dir=build, hardware={"provenance_id": "p", "hostname": "h"},
+        run_index=0, build_dir=build, hardware={"provenance_id": "p", "hostname": "h", **(hardware or {})},
         partial=tmp_path / "partial/b0.jsonl", output=tmp_path / "raw/b0.jsonl",
         **({"nic": nic} if nic is not None else {}),
     )  # fmt: skip

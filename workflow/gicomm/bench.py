@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from gicomm import ranks
+from gicomm import mps, ranks
 from gicomm.baselines import dispatch
 from gicomm.errors import BuildError, GicommError
 from gicomm.experiments import Experiment, Point
@@ -143,11 +143,12 @@ class Plan:
     wrap: tuple[str, ...] = ()  # gicomm-emu-run in front of the program: the emulated NIC
     topology: str | None = None  # two-rank | loopback for NIC points the runner launches
     emulated: bool = False
+    mps: bool = False  # two PEs share one GPU: run under a private MPS daemon (gicomm.mps)
 
     @property
     def group(self) -> tuple[Any, ...]:
         """Points of one group run in one process (or one pair of ranks)."""
-        return (self.program, self.env, self.one_transport, self.wrap, self.topology)
+        return (self.program, self.env, self.one_transport, self.wrap, self.topology, self.mps)
 
 
 def nic_unmet(
@@ -175,7 +176,7 @@ def plan_points(job: BatchJob, node: dict[str, Any], build: dict[str, Any]) -> d
     for p in job.points:
         transport, backend, params = point_parts(p)
         emulated = ranks.emulates(job.nic, backend, node)
-        needs = ranks.needs_here(e.needs_of(p), job.nic, backend, node)
+        needs = ranks.needs_here(e.needs_of(p), job.nic, backend, node, transport)
         reasons = unmet_needs(needs, node, build, job.max_nodes, job.may_lock_clocks)
         reasons += nic_unmet(job, backend, node, emulated)
         if reasons:
@@ -200,6 +201,7 @@ def plan_points(job: BatchJob, node: dict[str, Any], build: dict[str, Any]) -> d
             reason=route.reason,
             wrap=wrap if route.program else (),
             emulated=emulated,
+            mps=bool(route.program) and ranks.shares_one_gpu(job.nic, transport, backend, node),
         )
     for pid, plan in plans.items():
         if plan.program and not (bin_dir / plan.program).is_file():
@@ -267,6 +269,8 @@ def measure_key(
             "topology": plan.topology,
             "launcher": ranks.launcher_of(plan.topology, plan.emulated),
         }
+        if plan.mps:  # two PEs on one GPU, under MPS
+            blob["nic"]["mps"] = True
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -393,24 +397,25 @@ def _measure(
         keys = ledger.expect.keys
         write_atomic(points_file, "".join(point_line(p, keys[p.point_id]) + "\n" for p in todo))
         scratch.unlink(missing_ok=True)
-        cmds = ranks.rank_commands(
-            list(plan.wrap),
-            driver_argv(job, program, points_file),
-            scratch,
-            dict(plan.env),
-            plan.topology,
-            plan.emulated,
-            job.wait_ms,
-        )
         name = program + (f" (under {ranks.EMU_RUN})" if plan.wrap else "")
-        ended = first_failure(
-            run_group(
-                [replace(c, name=name) for c in cmds],
-                deadline_s=job.point_s * len(todo),
-                grace_s=ranks.grace_s(job.wait_ms),
-                pass_fds=[lock.fd] if lock.fd is not None else [],
+        with mps.running(plan.mps, log) as mps_env:
+            cmds = ranks.rank_commands(
+                list(plan.wrap),
+                driver_argv(job, program, points_file),
+                scratch,
+                {**dict(plan.env), **mps_env},
+                plan.topology,
+                plan.emulated,
+                job.wait_ms,
             )
-        )
+            ended = first_failure(
+                run_group(
+                    [replace(c, name=name) for c in cmds],
+                    deadline_s=job.point_s * len(todo),
+                    grace_s=ranks.grace_s(job.wait_ms),
+                    pass_fds=[lock.fd] if lock.fd is not None else [],
+                )
+            )
         failures = ledger.harvest(scratch, {p.point_id: keys[p.point_id] for p in todo})
         points_file.unlink(missing_ok=True)
         for side in ranks.rank_side_files(scratch):

@@ -178,7 +178,7 @@ class Layout:
         node = json.loads(Path(hardware).read_text())
         built = json.loads(Path(build).read_text())
         for p in e.batches(self.c.sweep)[batch]:
-            needs = needs_here(e.needs_of(p), self.c.nic, p.nic_backend, node)
+            needs = needs_here(e.needs_of(p), self.c.nic, p.nic_backend, node, p.transport)
             if not unmet_needs(needs, node, built, self.c.max_nodes, self.c.may_lock_clocks):
                 return HOST_SHARES
         return 1

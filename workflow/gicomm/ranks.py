@@ -34,13 +34,21 @@ WORLD = 2
 RENDEZVOUS_HOST = "127.0.0.1"
 # Libraries that resolve /sys/class/infiniband/<dev>/device (NVSHMEM) get one from the wrapper.
 NEEDS_SYSFS_LINK = ("nvshmem-ibgda", "nvshmem-ibrc")
+# Libraries whose harness runs both PEs on one GPU on the emulated NIC when the node has only one
+# (NVSHMEM's limited multi-process per GPU, P2P off): their points need one GPU there, and the
+# runner starts a private MPS daemon so that the two PEs' kernels run at the same time
+# (gicomm.mps; docs/nvshmem-on-emulated-nic.md says why).
+SHARE_ONE_GPU = ("nvshmem-ibgda", "nvshmem-ibrc")
 # NVSHMEM's settings on the emulated NIC (docs/nvshmem-on-emulated-nic.md says why each): the GPU
 # cannot map an emulated UAR, so NVSHMEM's CPU rings the doorbell; a point that sets the knob keeps
-# its own value.
+# its own value. Emulated PEs are local processes: the unique-id bootstrap meets over loopback, and
+# one emulated InfiniBand HCA serves both (the set-up the emulation's NVSHMEM check runs).
 NVSHMEM_ON_EMULATION = {
     "NVSHMEM_IBGDA_NIC_HANDLER": "cpu_host_memory",
     "NVSHMEM_DISABLE_DATA_DIRECT": "1",
     "NVSHMEM_IB_GID_INDEX": "0",
+    "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME": "lo",
+    "GICOMM_EMU_DEVICES": "mlx5_0:ib",
     "CUDA_MODULE_LOADING": "EAGER",
 }
 
@@ -97,12 +105,28 @@ def emulates(setup: NicSetup, nic_backend: str | None, node: dict[str, Any]) -> 
 
 
 def needs_here(
-    needs: dict[str, Any], setup: NicSetup, nic_backend: str | None, node: dict[str, Any]
+    needs: dict[str, Any],
+    setup: NicSetup,
+    nic_backend: str | None,
+    node: dict[str, Any],
+    transport: str | None = None,
 ) -> dict[str, Any]:
-    """A point's needs on this node: the emulation stands in for the RDMA NIC it needs."""
-    if emulates(setup, nic_backend, node):
-        return {**needs, "rdma_nic": False}
-    return needs
+    """A point's needs on this node: the emulation stands in for the RDMA NIC it needs, and a
+    library whose PEs can share a GPU there needs one GPU."""
+    if not emulates(setup, nic_backend, node):
+        return needs
+    if transport in SHARE_ONE_GPU:
+        return {**needs, "rdma_nic": False, "gpus": min(int(needs.get("gpus") or 0), 1)}
+    return {**needs, "rdma_nic": False}
+
+
+def shares_one_gpu(
+    setup: NicSetup, transport: str | None, nic_backend: str | None, node: dict[str, Any]
+) -> bool:
+    """Do this point's two PEs share one GPU (an emulated NIC point of such a library on a node
+    with fewer GPUs than ranks)? The runner then puts them under a private MPS daemon."""
+    gpus = (node.get("gpus") or {}).get("devices") or []
+    return transport in SHARE_ONE_GPU and emulates(setup, nic_backend, node) and len(gpus) < WORLD
 
 
 # ---- command lines -------------------------------------------------------------------------------

@@ -132,7 +132,9 @@ int run_rank(gicomm::baselines::RankContext& ctx, int me, const Path& path, void
   int rc = 0;
   {
     Dissector<Path> d(stream);
-    Side<Path> side{&d, path, ctx.rank, local};
+    int device = 0;  // the rank's own GPU (two ranks may share one)
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    Side<Path> side{&d, path, device, local};
     rc = run_points(ctx, me == 0 ? &side : nullptr, me == 1 ? &side : nullptr, barrier);
   }
   barrier();

@@ -43,7 +43,7 @@ std::string make_rendezvous_dir() {
 void remove_rendezvous_dir(const std::string& dir) {
   // Only files this job wrote live there (flat).
   for (const char* name : {"nvshmem_uid", "nccl_uid", "nvshmem_uid.tmp", "nccl_uid.tmp", "missing", "missing.tmp", "error0", "error0.tmp",
-                           "error1", "error1.tmp"})
+                           "error1", "error1.tmp", "checks1", "checks1.tmp"})
     ::unlink((dir + "/" + name).c_str());
   ::rmdir(dir.c_str());
 }
@@ -229,7 +229,16 @@ int hardware_missing(const RankContext& ctx, const std::string& reason) {
 
 void write_point(const RankContext& ctx, const Point& p, const std::vector<Record>& records) {
   std::string lines;
-  for (const Record& r : records) lines += gicomm::bench::record_to_json(r, ctx.options, ctx.info, p) + "\n";
+  for (Record r : records) {
+    if (r.rdma_provider.empty()) r.rdma_provider = ctx.rdma_provider;
+    if (r.topology.empty()) r.topology = ctx.topology;
+    if (!r.params && !ctx.extra_params.empty()) {
+      gicomm::bench::Params merged = p.params;
+      for (const auto& [k, v] : ctx.extra_params) merged.set(k, v);
+      r.params = merged;
+    }
+    lines += gicomm::bench::record_to_json(r, ctx.options, ctx.info, p) + "\n";
+  }
   if (!lines.empty()) gicomm::bench::append_lines_atomically(ctx.options.out_path, lines);
 }
 

@@ -24,6 +24,11 @@ struct RankContext {
   Options options;
   DriverInfo info;
   std::vector<Point> points;  // unfinished points of this transport, in file order
+  // Provenance a rank learns once it runs, carried by every record it writes unless the record
+  // sets its own: the RDMA provider that answered ("emulated", "system rdma-core <version>"), the
+  // topology of the ranks, and parameters beyond the point's own (how the ranks were placed).
+  std::string rdma_provider, topology;
+  std::vector<std::pair<std::string, gicomm::bench::Scalar>> extra_params;
 };
 
 // Runs `body(ctx)` in `nranks` forked children (ctx.rank = 0..nranks-1) and waits for all of them,
@@ -43,7 +48,8 @@ void fetch_blob(const RankContext& ctx, const std::string& name, void* data, siz
 // (exit code 3); the reason ends up in the skipped records of every point.
 int hardware_missing(const RankContext& ctx, const std::string& reason);
 
-// Appends `records` of one point (whole lines, one write + fsync).
+// Appends `records` of one point (whole lines, one write + fsync), each with the rank's provenance
+// (RankContext) where the record sets none.
 void write_point(const RankContext& ctx, const Point& p, const std::vector<Record>& records);
 
 // One record per metric with status failed/skipped and `why`.

@@ -133,6 +133,38 @@ int main() {
                   "topo failed)") != std::string::npos,
         text.c_str());
 
+  // A rank's provenance (the RDMA provider, the topology, how the PEs were placed) reaches every
+  // record it writes; a record's own provider is kept. Rank 1 hands rank 0 a text blob (what failed
+  // on its side) under a name the job's clean-up removes.
+  const std::string out4 = std::string(dir) + "/out4.jsonl";
+  rc = driver(points, out4, [](RankContext& ctx) {
+    char text[64] = "putmem_8: first bad byte 3";
+    if (ctx.rank == 1) {
+      publish_blob(ctx, "checks1", text, sizeof text);
+      return 0;
+    }
+    char got[64] = {};
+    fetch_blob(ctx, "checks1", got, sizeof got, 5000);
+    ctx.rdma_provider = "emulated";
+    ctx.topology = "two-rank";
+    ctx.extra_params = {{"pes_per_gpu", 2LL}, {"mps", std::string("on")}};
+    Record mine = Record::failed("rtt_ns", "ns", got);
+    Record own = Record::ok("issue_ns", "ns", gicomm::bench::compute_stats({1.0}));
+    own.rdma_provider = "system rdma-core 50.0";
+    write_point(ctx, ctx.points[0], {mine, own});
+    write_point(ctx, ctx.points[1], {Record::ok("rtt_ns", "ns", gicomm::bench::compute_stats({1.0}))});
+    return 0;
+  });
+  text = slurp(out4);
+  CHECK(rc == 0, "driver exit code");
+  CHECK(text.find("\"error\": \"putmem_8: first bad byte 3\"") != std::string::npos, text.c_str());
+  CHECK(text.find("\"params\": {\"pes_per_gpu\": 2, \"mps\": \"on\"}") != std::string::npos,
+        text.c_str());
+  CHECK(text.find("\"rdma_provider\": \"emulated\"") != std::string::npos, "the rank's provider");
+  CHECK(text.find("\"rdma_provider\": \"system rdma-core 50.0\"") != std::string::npos, "a record's own provider");
+  CHECK(text.find("\"topology\": \"two-rank\"") != std::string::npos, "the rank's topology");
+  CHECK(access((std::string(dir) + "/checks1").c_str(), F_OK) != 0, "the blob is removed with the job");
+
   // A rerun measures nothing already recorded.
   int calls = 0;
   rc = driver(points, out2, [&calls](RankContext&) {
@@ -141,7 +173,7 @@ int main() {
   });
   CHECK(rc == 0 && calls == 0, "finished points are skipped on rerun (no ranks started)");
 
-  for (const char* f : {"points.jsonl", "out1.jsonl", "out2.jsonl", "out3.jsonl"}) unlink((std::string(dir) + "/" + f).c_str());
+  for (const char* f : {"points.jsonl", "out1.jsonl", "out2.jsonl", "out3.jsonl", "out4.jsonl"}) unlink((std::string(dir) + "/" + f).c_str());
   rmdir(dir);
   if (failures) std::fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;

@@ -11,7 +11,11 @@
 #   4. ibgda_mps: the same under an MPS daemon with private pipe and log directories (started
 #      here, stopped at the end), which lets the two PEs' kernels run at once
 #   5. ibrc_mps: NVSHMEM_REMOTE_TRANSPORT=ibrc (its CPU proxy posts verbs) under MPS
-#   6. ibgda_2gpu: one PE per GPU, only when two GPUs are visible
+#   6. baselines_ibgda_mps, baselines_ibrc_mps: the library_baselines harness itself
+#      (gicomm-bench-baselines-nvshmem, no pipeline) with its two PEs on GPU 0 under the same MPS
+#      daemon: its correctness checks, then put and p of 8 B (200 iterations); every record must be
+#      ok with rdma_provider emulated, pes_per_gpu 2 and mps on (about 20-40 s each, bounded at 90)
+#   7. ibgda_2gpu: one PE per GPU, only when two GPUs are visible
 # NVSHMEM steps run through gicomm-emu-run --sysfs (the emulated libraries first on
 # LD_LIBRARY_PATH, /sys/class/infiniband/mlx5_0/device for NVSHMEM's realpath) with
 # NVSHMEM_DEBUG=INFO, GICOMM_EMU_LOG=verbose (every DEVX/verbs command) and GICOMM_EMU_TRACE (the
@@ -19,7 +23,7 @@
 # every QP's progress), then SIGKILL.
 # $OUT receives summary.txt (one PASS/FAIL line per step, then its CHECK and METRIC lines),
 # records.jsonl (the records of gicomm-emu-nvshmem: rdma_provider "emulated", params
-# mps/gpus/nic_handler), highlights.txt and failures.txt (what stdout ends with: failed checks,
+# mps/gpus/nic_handler; then those of the baselines harness, params pes_per_gpu/mps), highlights.txt and failures.txt (what stdout ends with: failed checks,
 # metrics, emulation and NVSHMEM errors, the last lines of each failed step) and logs.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -104,6 +108,41 @@ step() {
   fi
 }
 
+# The library_baselines harness on its own: put and p of 8 B of nvshmem-<transport> with both PEs
+# on GPU 0 (the only one it sees; it places them), then its records checked: every one ok, emulated,
+# pes_per_gpu 2, mps on. The harness sets NVSHMEM's transport variables itself.
+baseline_step() {
+  local t=$1 name=baselines_${1}_mps
+  local pts=$logs/$name.points.jsonl recs=$logs/$name.records.jsonl
+  for op in put p; do
+    echo "{\"point_id\": \"$t-$op-8\", \"transport\": \"nvshmem-$t\", \"nic_backend\": \"mlx5\", \"params\": {\"op\": \"$op\", \"size\": 8}}"
+  done > "$pts"
+  : > "$recs"
+  # GPU 0 alone, also on a two-GPU machine: the step is about two PEs sharing one GPU
+  step "$name" 0 90 env "${nvshmem_env[@]}" CUDA_VISIBLE_DEVICES=0 "$run" --sysfs "$bin/gicomm-bench-baselines-nvshmem" \
+    --experiment library_baselines --points "$pts" --out "$recs" --campaign emulated-nic-h200 --host "$(hostname)" \
+    --platform h200 --provenance-id "$(hostname)" --run-index 0 --warmup 20 --iters 200 --timeout-ms 5000
+  grep -hE 'CHECK [a-z0-9_]+ (PASS|FAIL)' "$logs/$name.log" | sed "s/^/  $name: /" >> "$summary"
+  cat "$recs" >> "$records"
+  if ! python3 - "$recs" >> "$summary" 2>&1 <<'PY'; then
+import json, sys
+recs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+bad = [r for r in recs if r["status"] != "ok" or r.get("rdma_provider") != "emulated"
+       or r["params"].get("pes_per_gpu") != 2 or r["params"].get("mps") != "on"]
+for r in recs:
+    if r["metric"] in ("issue_ns", "completion_ns", "rtt_ns", "msg_rate") and r["status"] == "ok":
+        print(f"  METRIC {r['transport']} {r['params']['op']} {r['metric']} p50 {r['stats']['p50']:.6g} {r['unit']}")
+for r in bad[:5]:
+    print(f"  BAD {r['transport']} {r['params'].get('op')} {r['metric']}: {r['status']} "
+          f"{r.get('rdma_provider')} {r.get('error', '')[:300]}")
+print(f"  {'PASS' if recs and not bad else 'FAIL'} records: {len(recs)} records, {len(bad)} not ok/emulated/2 PEs on 1 GPU under MPS")
+sys.exit(0 if recs and not bad else 1)
+PY
+    fails=$((fails + 1))
+    { echo "== $name records"; tail -5 "$summary"; } >> "$out/failures.txt"
+  fi
+}
+
 {
   echo "== $(date -u +%FT%TZ) $(hostname)"
   nvidia-smi --query-gpu=index,name,driver_version,compute_mode --format=csv
@@ -134,7 +173,8 @@ if [ $rc -ne 0 ]; then
   exit 1
 fi
 t0=$(date +%s)
-cmake --build "$build" -j "$(nproc)" --target gicomm-emu-nvshmem > "$logs/build-nvshmem.log" 2>&1
+cmake --build "$build" -j "$(nproc)" --target gicomm-emu-nvshmem gicomm-bench-baselines-nvshmem \
+  > "$logs/build-nvshmem.log" 2>&1
 nv_rc=$?
 echo "$([ $nv_rc -eq 0 ] && echo PASS || echo FAIL) build_nvshmem: exit $nv_rc in $(( $(date +%s) - t0 )) s (NVSHMEM at ${nvshmem_root:-none})" |
   tee -a "$summary"
@@ -171,6 +211,9 @@ if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
       "$bin/gicomm-emu-nvshmem" --transport ibgda --iters 200 --warmup 20 --timeout-s 130 --param mps=on "${meta[@]}"
     step ibrc_mps 0 90 env "${nvshmem_env[@]}" "${ibrc_env[@]}" "$run" --sysfs \
       "$bin/gicomm-emu-nvshmem" --transport ibrc --iters 200 --warmup 20 --timeout-s 120 --param mps=on "${meta[@]}"
+    for t in ibgda ibrc; do
+      baseline_step "$t"
+    done
   else
     echo "FAIL mps: nvidia-cuda-mps-control -d: $(tail -3 "$logs/mps-start.log")" | tee -a "$summary"
     fails=$((fails + 1))
