@@ -118,19 +118,29 @@ __device__ __forceinline__ bool timed_put_quiet(gda::ThreadQp& tq, const gda::Co
   return true;
 }
 
-// The floor under one op, in SM cycles: the bare 48-byte WQE store + Order's fence + the 8-byte
-// doorbell store into `sq` (a 64-WQEBB ring) and `db`, preceded by a pause that lets earlier stores
-// drain. gda_one_op times it beside each op; the floors experiment into each kind of memory.
+// The bare sequence under one op: the 48-byte WQE store + Order's fence + the 8-byte doorbell store
+// into `wqe` (slot i of a 64-WQEBB ring: bare_wqe_slot) and `db`. The floors experiment also posts
+// it back to back (the rate a GPU thread can post at with no NIC consuming).
+__device__ __forceinline__ uint4* bare_wqe_slot(uint8_t* sq, int i) {
+  return reinterpret_cast<uint4*>(sq + 64 * (i & 63));
+}
 template <class Order>
-__device__ __forceinline__ long long timed_bare_sequence(uint8_t* sq, uint64_t* db, int i) {
-  spin_cycles(4000);
-  uint4* wqe = reinterpret_cast<uint4*>(sq + 64 * (i & 63));
-  const long long t0 = clock64();
+__device__ __forceinline__ void bare_sequence(uint4* wqe, uint64_t* db, int i) {
   wqe[0] = make_uint4(i, 1, 2, 3);
   wqe[1] = make_uint4(4, 5, 6, 7);
   wqe[2] = make_uint4(8, 9, 10, 11);
   Order::before_doorbell();
   Order::store_doorbell(db, static_cast<uint64_t>(i));
+}
+
+// The floor under one op, in SM cycles: the bare sequence, preceded by a pause that lets earlier
+// stores drain. gda_one_op times it beside each op; the floors experiment into each kind of memory.
+template <class Order>
+__device__ __forceinline__ long long timed_bare_sequence(uint8_t* sq, uint64_t* db, int i) {
+  spin_cycles(4000);
+  uint4* wqe = bare_wqe_slot(sq, i);
+  const long long t0 = clock64();
+  bare_sequence<Order>(wqe, db, i);
   return clock64() - t0;
 }
 #endif
