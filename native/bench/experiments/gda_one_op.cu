@@ -5,6 +5,7 @@
 // issue_over_floor (ratio of p50s). --warmup ops, then --iters timed ops, in one kernel.
 #include "gda.cuh"
 #include "gicomm/common/clock.cuh"
+#include "harness/floor.h"
 
 using namespace gicomm;
 using namespace gicomm::gda;
@@ -83,6 +84,7 @@ std::vector<Record> measure_one_op(Run& run) {
   out.push_back(timed_record("floor_issue_ns", "ns", to_ns(fl, mhz), mhz));
   const double ratio = out[0].stats->p50 / std::max(1.0, out[3].stats->p50);
   out.push_back(timed_record("issue_over_floor", "ratio", {ratio}, mhz));
+  attach_same_run_floor(out, "floor_issue_ns", "wqe_doorbell_same_point", {"issue_ns"});
   return out;
 }
 

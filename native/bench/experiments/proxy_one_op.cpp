@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "harness/cuda.h"
+#include "harness/floor.h"
 #include "harness/harness.h"
 #include "harness/proxy_rig.h"
 #include "harness/two_rank.h"
@@ -244,10 +245,13 @@ std::vector<Record> measure(Run& run) {
     return r;
   };
   if (pingpong) return {finish(Record::ok("rtt_ns", "ns", compute_stats(rtt_ns)))};
-  if (issue && store_timed)
-    return {finish(Record::ok("issue_ns", "ns", compute_stats(issue_ns))),
-            finish(Record::ok("issue_store_ns", "ns", compute_stats(store_ns))),
-            finish(Record::ok("completion_ns", "ns", compute_stats(rtt_ns)))};
+  if (issue && store_timed) {
+    std::vector<Record> out = {finish(Record::ok("issue_ns", "ns", compute_stats(issue_ns))),
+                               finish(Record::ok("issue_store_ns", "ns", compute_stats(store_ns))),
+                               finish(Record::ok("completion_ns", "ns", compute_stats(rtt_ns)))};
+    attach_same_run_floor(out, "issue_store_ns", "ring_store_same_point", {"issue_ns"});
+    return out;
+  }
   if (issue)
     return {finish(Record::ok("issue_ns", "ns", compute_stats(issue_ns))),
             finish(Record::ok("completion_ns", "ns", compute_stats(rtt_ns)))};

@@ -93,6 +93,8 @@ std::string record_to_json(const Record& r, const Options& o, const DriverInfo& 
   if (!r.engine_ceiling_shape.empty()) j["engine_ceiling_shape"] = r.engine_ceiling_shape;
   if (!r.path_check.empty()) j["path_check"] = Json::parse(r.path_check);
   if (!r.peer.empty()) j["peer"] = Json::parse(r.peer);
+  if (!r.floor.empty()) j["floor"] = r.floor;
+  if (r.floor_ns) j["floor_ns"] = json_number_value(*r.floor_ns);
   j["run_index"] = o.run_index;
   j["provenance_id"] = o.provenance_id;
   j["status"] = r.status;

@@ -46,6 +46,10 @@ struct Record {
   // NIC points (mlx5, verbs): the port-counter path proof and the peer rank's provenance, as JSON
   // objects (harness/nic_path.cpp); empty: absent.
   std::string path_check, peer;
+  // The floor this latency stands on, timed in the same point (harness/floor.h): an id of
+  // config/floors.yaml and its p50; empty: the tidy table joins it from the floors experiment.
+  std::string floor;
+  std::optional<double> floor_ns;
 
   static Record ok(std::string metric, std::string unit, const Stats& s) {
     Record r;
