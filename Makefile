@@ -74,12 +74,23 @@ artifact-docs: setup
 # What this host should reach, what it reaches, and why it is below (docs/doctor.md): measures the
 # floors when a GPU build exists (floors that need a GPU say so), checks the host, judges the latest
 # campaign of this host kind; prints the table, writes results/doctor/report/doctor.html.
+# DOCTOR_RANKS=2: the NIC floors (DOCTOR_NIC, verbs by default then) between two ranks: two local
+# processes, or srun across the nodes of a two-node Slurm allocation. On a host without an RDMA
+# device they run over the emulated rdma-core (labelled so, and flagged as a stand-in).
 DOCTOR_ARGS ?=
+DOCTOR_RANKS ?= 1
+DOCTOR_NIC ?= $(if $(filter 2,$(DOCTOR_RANKS)),verbs,)
 doctor: setup
 	cmake -S native -B $(NATIVE_BUILD) -DGICOMM_CUDA_ARCHS=90 >/dev/null
-	cmake --build $(NATIVE_BUILD) -j $(JOBS) --target gicomm-bench-floors >/dev/null 2>&1 || true
+	cmake --build $(NATIVE_BUILD) -j $(JOBS) --target gicomm-bench-floors $(if $(DOCTOR_NIC),gicomm_emu) \
+	  >/dev/null 2>&1 || true
 	driver=$(NATIVE_BUILD)/bin/gicomm-bench-floors
-	$(BIN)/python -m gicomm.doctor $$(test -x $$driver && echo --floors-driver $$driver) $(DOCTOR_ARGS)
+	nic=(--ranks $(DOCTOR_RANKS))
+	for b in $(DOCTOR_NIC); do nic+=(--nic $$b); done
+	if [ -n "$(DOCTOR_NIC)" ] && ! ls /sys/class/infiniband/* >/dev/null 2>&1; then
+	  nic+=(--driver-prefix $(NATIVE_BUILD)/bin/gicomm-emu-run)
+	fi
+	$(BIN)/python -m gicomm.doctor $$(test -x $$driver && echo --floors-driver $$driver) "$${nic[@]}" $(DOCTOR_ARGS)
 
 CAMPAIGN ?= local
 export: setup

@@ -11,7 +11,7 @@ import pytest
 from gicomm.doctor import checks as C
 from gicomm.doctor.floors import attach_floors, load_table, parse_table
 from gicomm.doctor.host import Host
-from gicomm.doctor.shortrun import floors_step, proxy_step
+from gicomm.doctor.shortrun import floors_step, nic_floors_step, proxy_step
 from gicomm.doctor.verdict import ABOVE, NOT_MEASURED, WITHIN, verdict_rows
 
 
@@ -183,19 +183,74 @@ def test_floor_table_and_floors_experiment_agree() -> None:
         parse_table(
             {"floors": {}, "expected": [{"transport": "x", "metric": "y", "floor": ["z"]}]}, "t"
         )
-    points = floors_step(100, "mlx5").points
+    points = floors_step(100).points
     assert {p.params["floor"] for p in points} >= {
         "wqe_doorbell",
         "ring_store",
         "host_pingpong",
         "nvlink_pingpong",
         "nic_loopback",
+        "nic_verbs",
     }
-    assert any(
-        p.params.get("nic_backend") == "mlx5" and p.params["floor"] == "nic_loopback"
-        for p in points
-    )
+    assert {(p.params["floor"], p.nic_backend) for p in points if p.nic_backend != "none"} == {
+        ("nic_loopback", "mlx5"),
+        ("nic_verbs", "verbs"),
+    }
+    assert all(p.nic_backend == "none" for p in floors_step(100, nic_apart=True).points)
+    nic = {
+        (p.params["floor"], p.params.get("target"), p.params["nic_backend"])
+        for p in nic_floors_step(100, ["mlx5", "verbs"]).points
+    }
+    assert nic == {
+        ("nic_loopback", None, "mlx5"),
+        ("wqe_doorbell", "uar", "mlx5"),
+        ("nic_verbs", None, "verbs"),
+    }
+    with pytest.raises(ValueError, match="softnic-cpu.*allowed"):
+        nic_floors_step(100, ["softnic-cpu"])
     assert {p.params["numa_node"] for p in proxy_step(1, 100).points} == {1}
+
+
+RATE_TABLE = {
+    "floors": {"wqe_doorbell_rate": {"metric": "floor_wqe_doorbell_rate", "rate": True}},
+    "expected": [{"transport": "mini-gda", "metric": "msg_rate", "floor": ["wqe_doorbell_rate"]}],
+}
+
+
+def test_a_message_rate_sits_under_its_floor_as_time_per_message() -> None:
+    table = parse_table(RATE_TABLE, "test")
+    floor = _floor(0, 50.0) | {"metric": "floor_wqe_doorbell_rate", "unit": "Mmsg/s"}
+    slow = rec(experiment="gda_msg_rate", transport="mini-gda", metric="msg_rate",
+               unit="Mmsg/s", point_id="a", p50=4.0)  # fmt: skip
+    fast = slow | {"point_id": "b", "p50": 10.0}
+    tidy = pd.DataFrame([floor, slow, fast])
+    row = attach_floors(tidy, table).set_index("point_id").loc["b"]
+    # 50 Mmsg/s is 20 ns per message; 10 Mmsg/s is 100 ns: 80 ns per message above the floor
+    assert row["floor"] == "wqe_doorbell_rate" and row["floor_ns"] == 20.0
+    assert row["overhead_ns"] == 80.0
+    v = verdict_rows(tidy, [], table).iloc[0]
+    assert v["metric"] == "msg_rate (ns per message)" and v["measured_ns"] == 100.0  # the fastest
+    assert v["floor_ns"] == 20.0 and v["overhead_ns"] == 80.0
+
+
+def test_the_terminal_lists_each_floor_or_why_this_host_cannot_measure_it() -> None:
+    from gicomm.doctor.render import floors_text
+
+    one_gpu = "one GPU: no NVLink pairs (1 GPU visible)"
+    floors = pd.DataFrame(
+        [
+            {"run_index": 0, "metric": "floor_nvlink_pingpong_ns", "unit": "ns",
+             "status": "skipped", "error": one_gpu, "p50": None, "param_pair": None},
+            *[{"run_index": i, "metric": "floor_nic_verbs_write_ns", "unit": "ns", "status": "ok",
+               "error": None, "p50": p, "topology": "two-rank", "rdma_provider": "emulated"}
+              for i, p in enumerate((900.0, 1100.0, 1000.0))],
+        ]
+    )  # fmt: skip
+    text = floors_text(floors)
+    assert f"floor_nvlink_pingpong_ns: skipped: {one_gpu}" in text
+    assert "floor_nic_verbs_write_ns [two-rank, emulated]" in text and "not a NIC number" in text
+    assert "1000 ns (3 run(s))" in text
+    assert floors_text(pd.DataFrame()) == ""
 
 
 def test_figures_show_the_overhead_above_the_floor_where_one_was_measured() -> None:

@@ -18,7 +18,7 @@ from gicomm import REPO_ROOT
 from gicomm.doctor import shortrun
 from gicomm.doctor.checks import run_checks
 from gicomm.doctor.host import Host, nvidia_gpus
-from gicomm.doctor.render import render_page, terminal_text
+from gicomm.doctor.render import floors_text, render_page, terminal_text
 from gicomm.doctor.verdict import verdict_rows
 from gicomm.records import read_records
 from gicomm.tidy import tidy_frame
@@ -120,7 +120,20 @@ def main(argv: list[str] | None = None) -> int:
         help="NUMA node of the short run's proxy workers (default: GPU 0's, from sysfs)",
     )
     ap.add_argument(
-        "--nic", choices=["mlx5"], help="also measure the NIC floors through this backend"
+        "--nic",
+        action="append",
+        choices=sorted(shortrun.NIC_FLOORS),
+        default=[],
+        help="also measure the NIC floors through this backend (repeatable): mlx5 (a GPU "
+        "thread's RDMA writes through mini-gda), verbs (a CPU thread's, through rdma-core)",
+    )
+    ap.add_argument(
+        "--ranks",
+        type=int,
+        choices=[1, 2],
+        default=1,
+        help="the NIC floors in one process looping back on its device (1), or between two "
+        "ranks (2: two local processes, or srun across the two nodes of a Slurm allocation)",
     )
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--iters", type=int, default=500)
@@ -142,11 +155,17 @@ def main(argv: list[str] | None = None) -> int:
     files: list[Path] = []
     here = a.results / a.campaign
     if a.floors_driver:
-        step = shortrun.floors_step(a.iters, a.nic)
         prefix = shlex.split(a.driver_prefix)
+        step = shortrun.floors_step(a.iters, nic_apart=bool(a.nic))
         files += shortrun.run_step(
             a.floors_driver.parent, step, here, hostname, a.runs, prefix=prefix
         )
+        if a.nic:
+            nic_step = shortrun.nic_floors_step(a.iters, a.nic)
+            files += shortrun.run_step(
+                a.floors_driver.parent, nic_step, here, hostname, a.runs, prefix=prefix,
+                world=a.ranks, name="nic",
+            )  # fmt: skip
     source = a.records or latest_campaign(a.results, gpus, a.campaign)
     records_here = source is None
     if source is not None:
@@ -177,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
             if a.floors_driver
             else "; floors not measured now (no --floors-driver)"
         )
+        + (
+            f"; NIC floors through {', '.join(a.nic)}, "
+            + ("two ranks" if a.ranks == 2 else "one process looped back")
+            + (f", under {a.driver_prefix}" if a.driver_prefix else "")
+            if a.nic and a.floors_driver
+            else ""
+        )
         + (f"; reduced points measured now: {short}" if bin_dir is not None else "")
     )
     recs = read_records(sorted(set(files)))
@@ -189,17 +215,21 @@ def main(argv: list[str] | None = None) -> int:
         keep = [
             "run_index",
             "metric",
+            "unit",
             "status",
             "error",
             "p50",
             "p99",
             "min",
             "sm_clock_mhz",
+            "topology",
+            "rdma_provider",
             *[c for c in floors if c.startswith("param_")],
         ]
         floors = floors[[c for c in keep if c in floors]]
     print(f"gicomm doctor: {records_from}")
     print(terminal_text(verdicts, checks), end="")
+    print(floors_text(floors), end="")
     page = render_page(
         a.report_dir or a.results / a.campaign / "report",
         a.campaign,

@@ -2,8 +2,11 @@
 
 ``attach_floors`` gives every row of a tidy table that the table names its floor (``floor``: the
 floor id), the floor's p50 measured in the same campaign, host and run (``floor_ns``) and the
-overhead above it (``overhead_ns`` = p50 - floor_ns). A floor the run did not measure leaves the
-three empty: nothing is borrowed from another run or host."""
+overhead above it (``overhead_ns`` = p50 - floor_ns). A message rate's floor is the fastest rate
+the bare path reaches (a ceiling): it is carried as the time per message at that rate
+(``floor_ns`` = 1000 / Mmsg/s) and the overhead as the measured time per message above it, so
+every floor column is in ns. A floor the run did not measure leaves the three empty: nothing is
+borrowed from another run or host."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ class Floor:
     metric: str
     params: dict[str, Any] = field(default_factory=dict)
     same_point: bool = False
+    rate: bool = False  # a message rate (Mmsg/s): the floor is its time per message
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ def parse_table(doc: dict[str, Any], where: str) -> FloorTable:
             str(_key(f"{where}: floors.{fid}", f, "metric")),
             dict(f.get("params") or {}),
             bool(f.get("same_point", False)),
+            bool(f.get("rate", False)),
         )
     default_range = doc.get("model_range") or {}
     expected = []
@@ -131,7 +136,21 @@ def floor_values(tidy: pd.DataFrame, floor: Floor) -> pd.DataFrame:
         rows = rows[rows["experiment"] == "floors"]
     rows = rows[_matches(rows, floor.params)]
     keys = [*RUN_KEYS, "point_id"] if floor.same_point else RUN_KEYS
+    if floor.rate:  # the fastest rate, as time per message
+        best = rows.groupby(keys, dropna=False)["p50"].max()
+        return (ns_per_message(best)).rename("floor_ns").reset_index()
     return rows.groupby(keys, dropna=False)["p50"].min().rename("floor_ns").reset_index()
+
+
+def ns_per_message(rate_mmsg_s: Any) -> Any:
+    """Mmsg/s as ns per message (a rate of 0 or less has no time per message)."""
+    r = pd.to_numeric(rate_mmsg_s, errors="coerce")
+    return 1e3 / r.where(r > 0)
+
+
+def is_rate(metric: str) -> bool:
+    """A message-rate metric (Mmsg/s): msg_rate, floor_nic_msg_rate, floor_wqe_doorbell_rate."""
+    return metric.endswith("_rate")
 
 
 def attach_floors(tidy: pd.DataFrame, table: FloorTable | None = None) -> pd.DataFrame:
@@ -163,5 +182,7 @@ def attach_floors(tidy: pd.DataFrame, table: FloorTable | None = None) -> pd.Dat
             out.loc[idx, "floor_ns"] = joined.loc[idx, "floor_ns"]
     measured = pd.to_numeric(out["floor_ns"], errors="coerce")
     out["floor_ns"] = measured
-    out["overhead_ns"] = pd.to_numeric(out["p50"], errors="coerce") - measured
+    p50 = pd.to_numeric(out["p50"], errors="coerce")
+    rate = out["metric"].astype(str).map(is_rate)
+    out["overhead_ns"] = p50.where(~rate, ns_per_message(p50)) - measured
     return out

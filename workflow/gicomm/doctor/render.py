@@ -50,6 +50,34 @@ def terminal_text(verdicts: pd.DataFrame, checks: Sequence[Check]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# What tells two records of one floor metric apart, as the terminal shows it.
+FLOOR_WHERE = ("param_target", "param_variant", "param_pair", "topology", "rdma_provider")
+
+
+def floors_text(floors: pd.DataFrame) -> str:
+    """One line per floor measured now: the median over runs of each run's p50, or why the host
+    could not measure it (a skipped record's reason: one GPU, no NIC, ...)."""
+    if floors.empty:
+        return ""
+    lines = ["floors measured now (median over runs of the p50):"]
+    where = [c for c in FLOOR_WHERE if c in floors]
+    keyed = floors.assign(**{c: floors[c].astype(object).fillna("").astype(str) for c in where})
+    for key, g in keyed.groupby(["metric", *where], sort=True):
+        metric, *rest = key
+        shown = [v for v in rest if v and v != "single-process"]  # say only how a NIC was reached
+        label = metric + (f" [{', '.join(shown)}]" if shown else "")
+        if "emulated" in rest:  # the emulated rdma-core answered: a path check, not a NIC number
+            label += " (emulated rdma-core: not a NIC number)"
+        ok = g[g["status"] == "ok"]
+        if len(ok):
+            unit = str(ok["unit"].iloc[0]) if "unit" in ok else ""
+            value = pd.to_numeric(ok["p50"]).median()
+            lines.append(f"  {label}: {value:.4g} {unit} ({ok['run_index'].nunique()} run(s))")
+        else:
+            lines.append(f"  {label}: {g['status'].iloc[0]}: {g['error'].iloc[0]}"[:200])
+    return "\n".join(lines) + "\n"
+
+
 def render_page(
     out_dir: Path,
     campaign: str,

@@ -1,6 +1,8 @@
 """The verdict table: for each transport and metric of config/floors.yaml, the floor it stands
 on, what is expected, what was measured, the overhead above the floor, the verdict, and the
-likely cause: only a cause a check found (gicomm.doctor.checks), never a guess."""
+likely cause: only a cause a check found (gicomm.doctor.checks), never a guess. A message rate is
+shown as its time per message (ns), beside its floor's (gicomm.doctor.floors), the best point
+being the fastest."""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ import pandas as pd
 from gicomm.columns import param_column
 from gicomm.doctor.checks import GPU, LIBRARY, NIC, NVLINK, PROXY, Check
 from gicomm.doctor.expected import expected_for
-from gicomm.doctor.floors import Expectation, FloorTable, attach_floors, load_table
+from gicomm.doctor.floors import (
+    Expectation,
+    FloorTable,
+    attach_floors,
+    is_rate,
+    load_table,
+)
 
 PROXY_TRANSPORTS = {
     "mini-proxy",
@@ -129,10 +137,13 @@ def verdict_rows(
                 floor=("floor", "first"),
                 experiment=("experiment", "first"),
             )
-            best = per_point.sort_values("p50").iloc[0]
+            rate = is_rate(e.metric)
+            best = per_point.sort_values("p50", ascending=not rate).iloc[0]
             floor_ns = None if pd.isna(best["floor_ns"]) else float(best["floor_ns"])
             exp = expected_for(e, floor_ns)
             measured = float(best["p50"])
+            if rate:  # compared as time per message, as its floor is
+                measured = 1e3 / measured if measured > 0 else float("nan")
             verdict = _verdict(measured, exp.lo_ns, exp.hi_ns)
             cause = ""
             if verdict in (ABOVE, BELOW):
@@ -140,7 +151,7 @@ def verdict_rows(
             rows.append(
                 {
                     "transport": e.transport,
-                    "metric": e.metric,
+                    "metric": f"{e.metric} (ns per message)" if rate else e.metric,
                     "nic_backend": backend,
                     "floor": best["floor"]
                     if isinstance(best["floor"], str)
