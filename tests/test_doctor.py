@@ -88,6 +88,18 @@ def test_an_emulated_provider_standing_in_for_the_nic_is_found() -> None:
         pd.DataFrame([rec(nic_backend="mlx5", rdma_provider="system rdma-core 50")])
     )
     assert real.status == C.OK
+    rxe = C.check_nic_standin(
+        pd.DataFrame(
+            [
+                rec(
+                    nic_backend="verbs",
+                    rdma_provider="system rdma-core 44.0",
+                    path_check_device="rxe0",
+                )
+            ]
+        )  # fmt: skip
+    )
+    assert rxe.status == C.PROBLEM and "rxe0: Soft-RoCE" in rxe.evidence
 
 
 def test_checks_that_cannot_look_say_so(tmp_path: Path) -> None:

@@ -15,7 +15,11 @@
 #                    launcher, out-of-band session, peer service and path proof, mini-proxy's verbs
 #                    workers fed by CPU producers, as gicomm-bench-proxy needs a GPU): rank 0 on
 #                    rxe0 writes records, rank 1 on rxe1 serves; path_check ok on both ranks
-#   6. --also        each extra program, run as given (e.g. a verbs test suite that takes device
+#   6. floors        gicomm doctor's CPU-posted NIC floor (gicomm-bench-floors, floor nic_verbs: one
+#                    host thread's 8-byte RDMA writes, latency and rate) between two ranks, rank 0 on
+#                    rxe0, rank 1 on rxe1: both records ok, path_check ok (only in a CUDA build,
+#                    which builds the floors driver; it touches no GPU)
+#   7. --also        each extra program, run as given (e.g. a verbs test suite that takes device
 #                    names: --also 'build/ctest/bin/some_suite --device rxe0 --peer rxe1')
 # Latency under TCG is meaningless; every step has a generous time limit instead.
 set -uo pipefail
@@ -103,6 +107,23 @@ driver() {
   ((rc0 == 0 && rc1 == 0)) && grep -q '"verdict": "ok"' "$OUT/driver0.jsonl" && grep -q '"status": "ok"' "$OUT/driver0.jsonl"
 }
 
+floors() {
+  local bin=$BIN/gicomm-bench-floors pts=$OUT/floors.points.jsonl
+  echo '{"point_id": "rxe-floor", "nic_backend": "verbs", "params": {"floor": "nic_verbs"}}' >"$pts"
+  local common=(--experiment floors --points "$pts" --campaign softroce --host guest --platform softroce
+    --provenance-id softroce --timeout-ms 60000 --gid-index "$GID" --world-size 2 --rendezvous-port 17604
+    --warmup 10 --iters 100)
+  "$bin" "${common[@]}" --rank 1 --nic-device rxe1 --out "$OUT/floors1.jsonl" 2>"$OUT/floors1.err" &
+  local pid=$!
+  "$bin" "${common[@]}" --rank 0 --nic-device rxe0 --out "$OUT/floors0.jsonl" 2>"$OUT/floors0.err"
+  local rc0=$?
+  wait "$pid"
+  local rc1=$?
+  cat "$OUT/floors0.err" "$OUT/floors1.err" "$OUT/floors0.jsonl"
+  ((rc0 == 0 && rc1 == 0)) && [[ $(grep -c '"status": "ok"' "$OUT/floors0.jsonl") == 2 ]] &&
+    [[ $(grep -c '"verdict": "ok"' "$OUT/floors0.jsonl") == 2 ]] && grep -q '"topology": "two-rank"' "$OUT/floors0.jsonl"
+}
+
 echo "suite: $(uname -r), devices: $(ls /sys/class/infiniband | tr '\n' ' ')"
 for f in "$BIN/proxy_verbs_test" "$BIN/gicomm-pair-check"; do
   [[ -x $f ]] || { echo "suite: $f is missing (a native build with rdma-core is needed)"; exit 2; }
@@ -110,7 +131,7 @@ done
 step loopback "$BIN/proxy_verbs_test" --device rxe0 --gid-index "$GID"
 step two-ports "$BIN/proxy_verbs_test" --device rxe0 --peer-device rxe1 --gid-index "$GID"
 export BIN GID OUT
-export -f pair two_ranks wrong_device driver
+export -f pair two_ranks wrong_device driver floors
 step two-ranks bash -c two_ranks
 step wrong-device bash -c wrong_device
 if [[ -x $BIN/gicomm-test-two-rank ]]; then
@@ -118,6 +139,11 @@ if [[ -x $BIN/gicomm-test-two-rank ]]; then
 else
   echo "suite: $BIN/gicomm-test-two-rank is missing: the driver step is not run"
   failed+=("driver (missing)")
+fi
+if [[ -x $BIN/gicomm-bench-floors ]]; then
+  step floors bash -c floors
+else
+  echo "suite: $BIN/gicomm-bench-floors is missing (a host-only build): the floors step is not run"
 fi
 for cmd in "${EXTRA[@]}"; do
   # shellcheck disable=SC2086 # the extra command is given as one string of words

@@ -338,6 +338,9 @@ def check_proxy_pinning(host: Host, records: pd.DataFrame | None) -> Check:
     return Check("proxy_pinning", OK, text)
 
 
+SOFTWARE_RDMA = r"^(rxe|siw)\d"
+
+
 def check_nic_standin(records: pd.DataFrame | None) -> Check:
     df = _records(records)
     if not df.empty and "status" in df:
@@ -352,7 +355,18 @@ def check_nic_standin(records: pd.DataFrame | None) -> Check:
     emu = (
         df[df["rdma_provider"].astype(str) == "emulated"] if "rdma_provider" in df else df.iloc[0:0]
     )
+    # The kernel's software RDMA devices (Soft-RoCE, soft-iWARP): named rxe*/siw* when created
+    # with `rdma link add`, as gicomm's Soft-RoCE guest does; the record names the device its
+    # path proof read.
+    dev = df["path_check_device"].astype(str) if "path_check_device" in df else None
+    rxe = df[dev.str.match(SOFTWARE_RDMA)] if dev is not None else df.iloc[0:0]
     parts = []
+    if len(rxe):
+        parts.append(
+            f"{len(rxe)} record(s) through a kernel software RDMA device "
+            f"({', '.join(sorted(rxe['path_check_device'].astype(str).unique()))}: Soft-RoCE or "
+            "soft-iWARP)"
+        )
     if len(soft):
         parts.append(
             f"{len(soft)} record(s) on the software NIC "
@@ -368,7 +382,8 @@ def check_nic_standin(records: pd.DataFrame | None) -> Check:
         "nic_standin",
         PROBLEM,
         "; ".join(parts),
-        "a software NIC or the emulated rdma-core stands in for the NIC: "
+        "a software NIC, the emulated rdma-core or a kernel software RDMA device stands in for "
+        "the NIC: "
         "these are not NIC numbers, "
         "and a real NIC's expectation does not apply",
         frozenset({NIC}),
