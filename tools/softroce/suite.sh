@@ -92,35 +92,35 @@ wrong_device() {
   echo "caught: $(grep -o 'path check failed[^"]*' "$OUT/r0.json" | head -1)"
 }
 
-driver() {
-  local bin=$BIN/gicomm-test-two-rank pts=$OUT/driver.points.jsonl
-  echo '{"point_id": "rxe-1", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 2, "rings": 2, "batch": 4, "msgs": 1000}}' >"$pts"
-  local common=(--experiment proxy_msg_rate --points "$pts" --campaign softroce --host guest --platform softroce
-    --provenance-id softroce --timeout-ms 60000 --gid-index "$GID" --world-size 2 --rendezvous-port 17603)
-  "$bin" "${common[@]}" --rank 1 --nic-device rxe1 --out "$OUT/driver1.jsonl" 2>"$OUT/driver1.err" &
+# harness_ranks NAME DRIVER EXPERIMENT PORT POINT_JSON [FLAGS...]: a benchmark driver's two-rank
+# run of one point, rank 0 on rxe0 (records in $OUT/NAME0.jsonl), rank 1 on rxe1 serving it; true
+# when both ranks exit 0.
+harness_ranks() {
+  local name=$1 bin=$2 experiment=$3 port=$4 pts=$OUT/$1.points.jsonl
+  echo "$5" >"$pts"
+  shift 5
+  local common=(--experiment "$experiment" --points "$pts" --campaign softroce --host guest --platform softroce
+    --provenance-id softroce --timeout-ms 60000 --gid-index "$GID" --world-size 2 --rendezvous-port "$port" "$@")
+  "$bin" "${common[@]}" --rank 1 --nic-device rxe1 --out "$OUT/${name}1.jsonl" 2>"$OUT/${name}1.err" &
   local pid=$!
-  "$bin" "${common[@]}" --rank 0 --nic-device rxe0 --out "$OUT/driver0.jsonl" 2>"$OUT/driver0.err"
+  "$bin" "${common[@]}" --rank 0 --nic-device rxe0 --out "$OUT/${name}0.jsonl" 2>"$OUT/${name}0.err"
   local rc0=$?
   wait "$pid"
   local rc1=$?
-  cat "$OUT/driver0.err" "$OUT/driver1.err" "$OUT/driver0.jsonl"
-  ((rc0 == 0 && rc1 == 0)) && grep -q '"verdict": "ok"' "$OUT/driver0.jsonl" && grep -q '"status": "ok"' "$OUT/driver0.jsonl"
+  cat "$OUT/${name}0.err" "$OUT/${name}1.err" "$OUT/${name}0.jsonl"
+  ((rc0 == 0 && rc1 == 0))
+}
+
+driver() {
+  harness_ranks driver "$BIN/gicomm-test-two-rank" proxy_msg_rate 17603 \
+    '{"point_id": "rxe-1", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 2, "rings": 2, "batch": 4, "msgs": 1000}}' &&
+    grep -q '"verdict": "ok"' "$OUT/driver0.jsonl" && grep -q '"status": "ok"' "$OUT/driver0.jsonl"
 }
 
 floors() {
-  local bin=$BIN/gicomm-bench-floors pts=$OUT/floors.points.jsonl
-  echo '{"point_id": "rxe-floor", "nic_backend": "verbs", "params": {"floor": "nic_verbs"}}' >"$pts"
-  local common=(--experiment floors --points "$pts" --campaign softroce --host guest --platform softroce
-    --provenance-id softroce --timeout-ms 60000 --gid-index "$GID" --world-size 2 --rendezvous-port 17604
-    --warmup 10 --iters 100)
-  "$bin" "${common[@]}" --rank 1 --nic-device rxe1 --out "$OUT/floors1.jsonl" 2>"$OUT/floors1.err" &
-  local pid=$!
-  "$bin" "${common[@]}" --rank 0 --nic-device rxe0 --out "$OUT/floors0.jsonl" 2>"$OUT/floors0.err"
-  local rc0=$?
-  wait "$pid"
-  local rc1=$?
-  cat "$OUT/floors0.err" "$OUT/floors1.err" "$OUT/floors0.jsonl"
-  ((rc0 == 0 && rc1 == 0)) && [[ $(grep -c '"status": "ok"' "$OUT/floors0.jsonl") == 2 ]] &&
+  harness_ranks floors "$BIN/gicomm-bench-floors" floors 17604 \
+    '{"point_id": "rxe-floor", "nic_backend": "verbs", "params": {"floor": "nic_verbs"}}' --warmup 10 --iters 100 &&
+    [[ $(grep -c '"status": "ok"' "$OUT/floors0.jsonl") == 2 ]] &&
     [[ $(grep -c '"verdict": "ok"' "$OUT/floors0.jsonl") == 2 ]] && grep -q '"topology": "two-rank"' "$OUT/floors0.jsonl"
 }
 
@@ -131,7 +131,7 @@ done
 step loopback "$BIN/proxy_verbs_test" --device rxe0 --gid-index "$GID"
 step two-ports "$BIN/proxy_verbs_test" --device rxe0 --peer-device rxe1 --gid-index "$GID"
 export BIN GID OUT
-export -f pair two_ranks wrong_device driver floors
+export -f pair two_ranks wrong_device harness_ranks driver floors
 step two-ranks bash -c two_ranks
 step wrong-device bash -c wrong_device
 if [[ -x $BIN/gicomm-test-two-rank ]]; then
