@@ -58,10 +58,14 @@ std::vector<Record> gda_rtt(Run& run) { return measure_rtt(run); }
 
 std::vector<Record> measure_rtt(Run& run) {
   const bool inl = run.param<std::string>("payload") == "inline";
-  // The answer comes from a second block polling the flag in this GPU's memory: between two ranks
-  // it would need a responder kernel on the peer, which rank 1 (a passive target) does not run.
-  if (run.nic_backend == NicBackend::mlx5 && two_ranks())
-    throw PointFailure("bad parameter: the round trip with nic_backend mlx5 runs on one rank (--topology loopback), not two");
+  // The answer comes from a second block polling the flag in this GPU's memory. Between two ranks
+  // it must come from rank 1 (two_rank.h: GICOMM_EXPERIMENT_SERVE), whose answers would need rank
+  // 0's flag buffer and rkey when its QPs connect; mini-gda registers that buffer only after its
+  // session (and so its DEVX QPs) exists.
+  if (run.nic_backend == NicBackend::mlx5)
+    refuse_two_ranks(run, "the mini-gda round trip (rtt_ns)",
+                     "a responder on rank 1 answering into rank 0's flags, whose buffer mini-gda's session "
+                     "registers only after its QPs connected to rank 1 (mini-proxy's pingpong has one)");
   GdaRig& rig = GdaRig::reuse(gda_config(run, 2), gda_memory(1 << 20));
   // Reset the flags (a previous point used the same values).
   if (rig.dst().pinned) {

@@ -30,6 +30,7 @@
 #include "gicomm/proxy/ring.h"
 #include "goodput.cuh"
 #include "harness/gda_rig.h"
+#include "harness/two_rank.h"
 
 namespace gicomm::bench::goodput {
 namespace {
@@ -143,6 +144,9 @@ std::vector<Record> goodput(Run& run) {
       run.derived<long long>("msgs_total", std::clamp<long long>((64ll << 20) / std::max(1u, size), 1024, 262144));
   const uint32_t workers = run.derived<uint32_t>("workers", std::min(2u, ctas));
   auto bad = [](const std::string& m) { throw PointFailure("bad parameter: " + m); };
+  refuse_two_ranks(run, "goodput",
+                   "an RDMA backend (mlx5 or verbs) for the writes to the peer: its nic_backends are the software "
+                   "NIC's, in one process");
   if (on_proxy) {
     if (run.nic() != NicBackend::softnic_cpu)
       bad(std::string("mini-proxy workers post to nic_backend softnic-cpu, got ") + name_of(run.nic()));

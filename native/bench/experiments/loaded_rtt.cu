@@ -53,6 +53,7 @@
 // Metrics: rtt_ns or completion_ns (p50/p99 ...), bulk_msg_rate (Mmsg/s), probe_msg_rate (Mmsg/s).
 #include <algorithm>
 
+#include "harness/two_rank.h"
 #include "loaded_rtt.cuh"
 
 namespace gicomm::bench::loaded_rtt {
@@ -99,6 +100,9 @@ std::vector<Record> loaded_rtt(Run& run) {
         std::to_string(c.rings) + " for bulk_ctas " + std::to_string(c.bulk_ctas));
   if (c.rings < c.workers) bad("rings must be in max(3, workers)..32");
   if (run.iters() > 100000) bad("--iters must be <= 100000 here");
+  refuse_two_ranks(run, "the loaded round trip",
+                   "an RDMA backend (mlx5 or verbs: its nic_backends are the software NIC's, in one process) "
+                   "for the bulk traffic to the peer, and rank 1's responder for the probe");
   if (gpu_count() < 1) throw HardwareMissing("no CUDA device: gicomm-bench-loaded-rtt needs a GPU");
   GICOMM_CUDA(cudaSetDevice(0));
   int sms = 0;

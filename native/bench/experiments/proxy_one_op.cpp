@@ -30,6 +30,7 @@
 #include "harness/floor.h"
 #include "harness/harness.h"
 #include "harness/proxy_rig.h"
+#include "harness/responder.h"
 #include "harness/two_rank.h"
 #include "proxy/workers.h"
 #include "proxy/gpu_completion.h"
@@ -79,6 +80,9 @@ std::string describe_wait_error(const pb::DeviceError& e) {
   std::ostringstream m;
   if (e.what == proxy::kWaitRingFull)
     m << "ring " << e.ring << " full at op " << e.op << ": consumer head " << e.seen << ", needed >= " << e.expected;
+  else if (e.what == pb::kWaitPayload)
+    m << "ring " << e.ring << " answer wait timed out at op " << e.op << ": the word holds " << e.seen
+      << ", expected " << e.expected << " (this rank saw no answer)";
   else
     m << "ring " << e.ring << " completion wait timed out at op " << e.op << ": done " << e.seen << ", expected "
       << e.expected;
@@ -89,10 +93,10 @@ std::vector<Record> measure(Run& run) {
   const Config c = parse(run);
   const NicBackend nic = run.nic();
   run.rdma_provider = require_proxy_backend(nic);
-  // The pong polls its destination in this process's memory: between two ranks it would need a
-  // responder on the peer's GPU, which rank 1 (a passive target) does not run.
-  if (c.mode == "pingpong" && nic == NicBackend::verbs && two_ranks())
-    throw PointFailure("bad parameter: mode pingpong with nic_backend verbs runs on one rank (--topology loopback), not two");
+  // Between two ranks the pong is rank 1's: its responder (harness/responder.h, registered below)
+  // polls ring 0's words where the pings land and answers through its own worker and QP into ring
+  // 1's words here; this GPU runs the ping alone.
+  const bool peer_pong = c.mode == "pingpong" && nic == NicBackend::verbs && two_ranks();
   if (gpu_count() == 0) throw HardwareMissing("no CUDA device: gicomm-bench-proxy needs a GPU producer");
   if (cudaSetDevice(0) != cudaSuccess) throw HardwareMissing("cannot use CUDA device 0");
   const bool issue = c.mode != "rate";  // issue and pingpong: one op outstanding, per-op samples
@@ -124,8 +128,16 @@ std::vector<Record> measure(Run& run) {
   spec.engine_threads = c.nic_threads;
   spec.publisher = gpu_pub.get();
   spec.timeout_ns = timeout_ns;
+  if (peer_pong) spec.fetch_bytes = size_t(c.window) * 8;  // ring 0's words land at rank 1; ring 1's here
   ProxyRig rig(spec);
   rig.start(nic, {remote.p, remote.n * 8}, {local.data(), local.size() * 8}, /*parked=*/true);
+  if (peer_pong) {
+    net::Message ask;
+    ask.set_u64("window", c.window);
+    // It waits for the next ping at most this long: the point's timeout, plus a cold point's idle time.
+    ask.set_u64("wait_ms", uint64_t(run.options.timeout_ms) + c.idle_ms);
+    start_peer_responder(run, ask);
+  }
 
   pb::ProducerArgs args{};
   for (uint32_t r = 0; r < c.rings; ++r) {
@@ -154,7 +166,7 @@ std::vector<Record> measure(Run& run) {
     args.msgs = msgs;
     args.warmup = warmup;
     args.base = base;
-    GICOMM_CUDA(pingpong ? pb::launch_pingpong(args, stream.s)
+    GICOMM_CUDA(pingpong ? pb::launch_pingpong(args, stream.s, peer_pong)
                          : issue ? pb::launch_issue(args, stream.s) : pb::launch_rate(args, stream.s));
     wait_stream(stream.s, launch_limit_s, 100);
     base += msgs + warmup + (args.store_cycles != nullptr ? msgs : 0);
@@ -220,16 +232,20 @@ std::vector<Record> measure(Run& run) {
   }
 
   // Drain: every ring consumed and completed what was sent; then check the bytes that landed.
-  if (!rig.drain(std::vector<uint64_t>(c.rings, base), &err)) throw PointFailure("drain: " + err);
+  // (Two ranks, pingpong: ring 1 carried nothing here, its answers came from rank 1.)
+  const uint32_t fed = peer_pong ? 1 : c.rings;
+  std::vector<uint64_t> expected(c.rings, base);
+  if (peer_pong) expected[1] = 0;
+  if (!rig.drain(expected, &err)) throw PointFailure("drain: " + err);
   if (gpu_pub && !gpu_pub->drain(&err)) throw PointFailure(err);
   uint64_t posts = 0, descs = 0;
   for (const auto& w : rig.pool->stats()) {
     posts += w.posts;
     descs += w.descriptors;
   }
-  if (descs != base * c.rings)
+  if (descs != base * fed)
     throw PointFailure("workers consumed " + std::to_string(descs) + " descriptors, producers sent " +
-                       std::to_string(base * c.rings));
+                       std::to_string(base * fed));
   if (nic != NicBackend::none) pb::check_payload(remote.p, c.rings, c.window, base);
   rig.stop_engine();
 
@@ -261,6 +277,7 @@ std::vector<Record> measure(Run& run) {
 }  // namespace
 
 GICOMM_EXPERIMENT(proxy_one_op, measure);
+GICOMM_EXPERIMENT_SERVE(proxy_one_op, proxy_pong_responder);
 GICOMM_EXPERIMENT(proxy_msg_rate, measure);
 GICOMM_EXPERIMENT(proxy_worker_ceiling, measure);
 

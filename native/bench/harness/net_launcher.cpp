@@ -50,6 +50,7 @@ const bool registered = [] {
 
 std::vector<std::string> NetLauncher::begin_run(const std::string& experiment, int run_index,
                                                 const std::vector<std::string>& points) {
+  experiment_ = experiment;
   net::Identity id;
   id.experiment = experiment;
   id.point = "-";  // each point is checked as it starts (begin_point)
@@ -119,6 +120,8 @@ std::string NetLauncher::serve_point(const Options& o) {
         serve_verbs(o, req, &target, &rep);
       } else if (what == "fetch") {
         serve_fetch(req, target, &rep);
+      } else if (what == "respond") {
+        serve_respond(o, req, &target, &rep);
       } else if (what == "done") {
         line = serve_done(req, &target, &rep);
       } else {
@@ -157,6 +160,7 @@ void NetLauncher::serve_verbs(const Options& o, const net::Message& req, PeerTar
   // Connected (RTR) before rank 0 learns our QPs, so its first write finds them ready.
   if (!t->endpoint->connect(peer, &err)) fail(err);
   t->device = t->endpoint->local().device;
+  t->qps = static_cast<uint32_t>(qps);
   t->port = o.nic_port;
   t->gid_index = o.gid_index;
   t->before = net::read_all_ports(sysfs_root(), o.gid_index);
@@ -180,13 +184,54 @@ void NetLauncher::serve_fetch(const net::Message& req, const PeerTarget& t, net:
   rep->set("data", hex_of(reinterpret_cast<const uint8_t*>(t.buffer.data()) + offset, n));
 }
 
+void NetLauncher::serve_respond(const Options& o, const net::Message& req, PeerTarget* t, net::Message* rep) {
+#if defined(GICOMM_BENCH_WITH_VERBS)
+  const ServeFn serve = find_responder(experiment_);
+  if (!serve) fail("experiment " + experiment_ + " has no responder in this driver (nothing answers rank 0's writes)");
+  if (!t->endpoint) fail("asked for a responder before the point's QPs (a 'verbs' request)");
+  if (t->responder) fail("the point's responder is already running");
+  std::string err;
+  auto be = t->endpoint->backend(&err);
+  if (!be) fail(err);
+  t->sent = std::make_shared<Traffic>();
+  t->sent->mtu = t->endpoint->local().mtu;
+  t->backend = metered(std::move(be), t->sent);
+  const ResponderSetup setup{req, t->buffer.data(), t->buffer.size() * 8, *t->backend, t->qps,
+                             uint64_t(o.timeout_ms) * 1000000ull};
+  t->responder = serve(setup);
+  rep->set("responder", "started");
+#else
+  (void)o, (void)req, (void)t, (void)rep;
+  fail("this build has no rdma-core (libibverbs headers were not found at configure time)");
+#endif
+}
+
 std::string NetLauncher::serve_done(const net::Message& req, PeerTarget* t, net::Message* rep) {
   const std::string status = req.get("status");
   if (t->device.empty()) return "no NIC traffic; rank 0: " + status;
+  // The responder first: what it sent is part of the traffic checked below.
+  std::string answered;
+  if (t->responder) {
+    uint64_t answers = 0;
+    std::string state;
+    const bool ok = t->responder->stop(&answers, &state);
+    rep->set("responder", ok ? "ok" : "failed");
+    rep->set("responder_state", state);
+    rep->set_u64("responder_answers", answers);
+    rep->set_u64("responder_tx_packets", t->sent->packets);
+    rep->set_u64("responder_tx_bytes", t->sent->bytes);
+    answered = "; responder " + std::string(ok ? "ok" : "FAILED") + ": " + state;
+  }
   net::TrafficClaim claim;
   claim.rx_packets = u64_of(req, "rx_packets", peer_name());
   claim.rx_bytes = u64_of(req, "rx_bytes", peer_name());
   claim.what = req.get("claim");
+  if (t->sent) {
+    claim.tx_packets = t->sent->packets;
+    claim.tx_bytes = t->sent->bytes;
+    claim.what += ", " + std::to_string(t->sent->messages) + " RDMA writes (" + std::to_string(t->sent->bytes) +
+                  " B) sent by its responder";
+  }
   const auto after = net::read_all_ports(sysfs_root(), t->gid_index);
   const net::PathVerdict v = net::check_path(t->device, t->port, t->before, after, claim);
   rep->set("path", net::to_json(v));
@@ -195,10 +240,12 @@ std::string NetLauncher::serve_done(const net::Message& req, PeerTarget* t, net:
   rep->set_u64("tx_bytes", configured_delta(v).tx_bytes);
   rep->set_u64("rx_bytes", configured_delta(v).rx_bytes);
   rep->set("nic", net::to_json(net::describe_nic(sysfs_root(), t->device, t->port, t->gid_index)));
+  t->responder.reset();
+  t->backend.reset();
 #if defined(GICOMM_BENCH_WITH_VERBS)
   t->endpoint.reset();
 #endif
-  return std::string("path ") + (v.ok ? "ok" : v.reason) + "; rank 0: " + status;
+  return std::string("path ") + (v.ok ? "ok" : v.reason) + answered + "; rank 0: " + status;
 }
 
 NetLauncher* net_launcher() { return registered ? dynamic_cast<NetLauncher*>(launcher()) : nullptr; }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "harness/errors.h"
 #include "harness/options.h"
 #include "harness/topology.h"
+#include "harness/two_rank.h"
 #if defined(GICOMM_BENCH_WITH_VERBS)
 #include "gicomm/verbs/verbs_backend.h"
 #endif
@@ -76,11 +78,29 @@ inline const net::PortDelta& configured_delta(const net::PathVerdict& v) {
   return v.deltas.empty() ? none : v.deltas.front();
 }
 
+// What a point's workers posted through its path: one packet per MTU-sized piece of each RDMA
+// write (one for an inline or zero-length write), and its payload bytes.
+struct Traffic {
+  std::atomic<uint64_t> messages{0}, packets{0}, bytes{0};
+  uint32_t mtu = 1024;
+  // mini-gda: the GPU posts; the WQEs its QPs posted since the point began (bytes not known here).
+  std::function<uint64_t()> posted_wqes;
+  uint64_t wqes_before = 0;
+};
 
+// `inner`, counting what its channels post into `traffic`.
+std::unique_ptr<proxy::Backend> metered(std::unique_ptr<proxy::Backend> inner, std::shared_ptr<Traffic> traffic);
+
+// Rank 1's side of a point. Members go in reverse order: the responder before the backend it
+// posts through, the backend before the QPs.
 struct PeerTarget {
 #if defined(GICOMM_BENCH_WITH_VERBS)
   std::unique_ptr<verbs::VerbsEndpoint> endpoint;
 #endif
+  std::shared_ptr<Traffic> sent;             // what the responder posted
+  std::unique_ptr<proxy::Backend> backend;   // the responder's, through the endpoint's QPs
+  std::unique_ptr<Responder> responder;
+  uint32_t qps = 0;
   std::vector<uint64_t> buffer;
   std::string device;
   int port = 1, gid_index = 0;
@@ -123,9 +143,11 @@ class NetLauncher final : public Launcher {
   // Rank 1's answers to rank 0's requests (two_rank.h).
   void serve_verbs(const Options& o, const net::Message& req, PeerTarget* t, net::Message* rep);
   void serve_fetch(const net::Message& req, const PeerTarget& t, net::Message* rep);
+  void serve_respond(const Options& o, const net::Message& req, PeerTarget* t, net::Message* rep);
   std::string serve_done(const net::Message& req, PeerTarget* t, net::Message* rep);
 
   net::Launch launch_;
+  std::string experiment_;  // of the run (begin_run): whose responder rank 1 runs
   int timeout_ms_;
   bool stopping_ = false;
   std::unique_ptr<net::OobSession> session_;

@@ -3,6 +3,7 @@
 // added to the point's records.
 #include <atomic>
 #include <functional>
+#include <map>
 
 #include "harness/net_launcher.h"
 #include "harness/record.h"
@@ -11,16 +12,6 @@
 namespace gicomm::bench {
 
 namespace {
-
-// What the workers posted through the path: one packet per MTU-sized piece of each RDMA write
-// (one for an inline or zero-length write), and its payload bytes.
-struct Traffic {
-  std::atomic<uint64_t> messages{0}, packets{0}, bytes{0};
-  uint32_t mtu = 1024;
-  // mini-gda: the GPU posts; the WQEs its QPs posted since the point began (bytes not known here).
-  std::function<uint64_t()> posted_wqes;
-  uint64_t wqes_before = 0;
-};
 
 class MeteredChannel final : public proxy::Channel {
  public:
@@ -62,6 +53,11 @@ class MeteredBackend final : public proxy::Backend {
   std::shared_ptr<Traffic> t_;
 };
 
+std::map<std::string, ServeFn>& responders() {
+  static std::map<std::string, ServeFn> r;
+  return r;
+}
+
 // Rank 0's (or the one rank's) side of a point's NIC path.
 class VerbsLink final : public PointLink {
  public:
@@ -72,13 +68,13 @@ class VerbsLink final : public PointLink {
 
   void finish(std::vector<Record>* records, const std::string& failure) override {
     const auto after = net::read_all_ports(sysfs_root(), gid_index_);
-    net::TrafficClaim claim;
     if (traffic_->posted_wqes) {  // one packet at least per WQE (an RDMA write each)
       const uint64_t wqes = traffic_->posted_wqes() - traffic_->wqes_before;
       traffic_->messages = wqes;
       traffic_->packets = wqes;
     }
     const uint64_t n = traffic_->messages, packets = traffic_->packets, bytes = traffic_->bytes;
+    net::TrafficClaim claim;
     claim.what = std::to_string(n) + " RDMA writes (" + std::to_string(bytes) + " B) " +
                  (peer_ ? "sent" : "sent and received on one port");
     claim.tx_packets = packets;
@@ -87,8 +83,8 @@ class VerbsLink final : public PointLink {
       claim.rx_packets = packets;
       claim.rx_bytes = bytes;
     }
-    const net::PathVerdict mine = net::check_path(device_, port_, before_, after, claim);
-    std::string verdict = mine.ok ? "ok" : "failed", reason = mine.reason;
+    std::string verdict = "ok", reason, responder;
+    bool responder_failed = false;
     std::string peer_tx = "null", peer_rx = "null", peer_json;
     if (peer_) {
       net::Message req = peer_->done_request(failure);
@@ -98,18 +94,32 @@ class VerbsLink final : public PointLink {
       const net::Message rep = peer_->request(req, peer_->timeout_ms());
       if (rep.get("status") != "ok") {
         verdict = "failed";
-        if (reason.empty()) reason = peer_->peer_name() + ": " + rep.get("status");
+        reason = peer_->peer_name() + ": " + rep.get("status");
       } else {
         peer_tx = std::to_string(u64_of(rep, "tx_bytes", peer_->peer_name()));
         peer_rx = std::to_string(u64_of(rep, "rx_bytes", peer_->peer_name()));
         if (rep.get("path_ok") != "yes") {
           verdict = "failed";
-          if (reason.empty()) reason = peer_->peer_name() + ": " + rep.get("reason");
+          reason = peer_->peer_name() + ": " + rep.get("reason");
         }
         peer_json = "{\"rank\":" + std::to_string(1 - peer_->rank()) + ",\"host\":" +
                     net::json_string(peer_host_) + ",\"nic\":" + (rep.get("nic").empty() ? "null" : rep.get("nic")) +
                     ",\"path\":" + rep.get("path") + "}";
+        if (rep.has("responder")) {  // a round trip: the answers crossed back, received here
+          const uint64_t answers = u64_of(rep, "responder_answers", peer_->peer_name());
+          claim.rx_packets = u64_of(rep, "responder_tx_packets", peer_->peer_name());
+          claim.rx_bytes = u64_of(rep, "responder_tx_bytes", peer_->peer_name());
+          claim.what += ", " + std::to_string(answers) + " answers (" + std::to_string(claim.rx_bytes) +
+                        " B) received from " + peer_->peer_name() + "'s responder";
+          responder_failed = rep.get("responder") != "ok";
+          responder = peer_->peer_name() + "'s responder " + rep.get("responder_state");
+        }
       }
+    }
+    const net::PathVerdict mine = net::check_path(device_, port_, before_, after, claim);
+    if (!mine.ok) {
+      verdict = "failed";
+      reason = mine.reason + (reason.empty() ? "" : "; " + reason);
     }
     const net::PortDelta& d = configured_delta(mine);
     const std::string json = "{\"device\":" + net::json_string(device_) + ",\"port\":" + std::to_string(port_) +
@@ -122,7 +132,14 @@ class VerbsLink final : public PointLink {
     for (Record& r : *records) {
       r.path_check = json;
       r.peer = peer_json;
-      // A point whose traffic is not proven to have crossed the configured port is never ok.
+      // A point whose traffic is not proven to have crossed the configured port is never ok; a
+      // round trip whose responder failed neither, and a failed one says what the responder saw.
+      if (responder_failed && r.status == "ok") {
+        r.status = "failed";
+        r.error = responder;
+      } else if (!responder.empty() && r.status != "ok") {
+        r.error += "; " + responder;
+      }
       if (verdict != "ok" && r.status == "ok") {
         r.status = "failed";
         r.error = "path check: " + reason;
@@ -149,7 +166,34 @@ std::string first_listed_device() {
 
 }  // namespace
 
+std::unique_ptr<proxy::Backend> metered(std::unique_ptr<proxy::Backend> inner, std::shared_ptr<Traffic> traffic) {
+  return std::make_unique<MeteredBackend>(std::move(inner), std::move(traffic));
+}
+
+ServeRegistration::ServeRegistration(const char* name, ServeFn fn) { responders()[name] = std::move(fn); }
+
+ServeFn find_responder(const std::string& experiment) {
+  const auto it = responders().find(experiment);
+  return it == responders().end() ? nullptr : it->second;
+}
+
+void start_peer_responder(Run& run, const net::Message& params) {
+  NetLauncher* peer = net_launcher();
+  if (!peer || !run.link) throw PointFailure("a peer responder needs two ranks and the point's QPs connected to them");
+  net::Message req = params;
+  req.set("what", "respond");
+  const net::Message rep = peer->request(req, peer->timeout_ms());
+  if (rep.get("status") != "ok") throw PointFailure(peer->peer_name() + ": " + rep.get("status"));
+}
+
 bool two_ranks() { return net_launcher() != nullptr; }
+
+void refuse_two_ranks(const Run& run, const std::string& what, const std::string& missing) {
+  if (!two_ranks()) return;
+  throw PointFailure("bad parameter: " + what + " (experiment " + run.spec.name +
+                     ") does not run between two ranks: it needs " + missing +
+                     "; run it in one process (--topology loopback for mlx5/verbs)");
+}
 
 std::unique_ptr<proxy::Backend> open_verbs_path(Run& run, uint32_t qps, void* remote, size_t remote_bytes,
                                                 void* local, size_t local_bytes) {
@@ -180,8 +224,11 @@ std::unique_ptr<proxy::Backend> open_verbs_path(Run& run, uint32_t qps, void* re
     link->nic_json_ = net::to_json(net::describe_nic(sysfs_root(), device, o.nic_port, o.gid_index));
     run.link = std::move(link);
     run.topology = "loopback";
-    return std::make_unique<MeteredBackend>(std::move(be), traffic);
+    return metered(std::move(be), traffic);
   }
+  // Rank 0's destination is offered to the peer too: a round trip's answers land there.
+  vc.remote = remote;
+  vc.remote_bytes = remote_bytes;
   // A device that cannot be opened ends the point here; the runner still ends the peer's side.
   auto ep = verbs::VerbsEndpoint::open(vc, qps, &err);
   net::Message req;
@@ -204,7 +251,7 @@ std::unique_ptr<proxy::Backend> open_verbs_path(Run& run, uint32_t qps, void* re
   if (!be) throw PointFailure(err);
   run.link = std::move(link);
   run.topology = "two-rank";
-  return std::make_unique<MeteredBackend>(std::move(be), traffic);
+  return metered(std::move(be), traffic);
 #else
   (void)run, (void)qps, (void)remote, (void)remote_bytes, (void)local, (void)local_bytes;
   throw HardwareMissing("verbs: this build has no rdma-core (libibverbs headers were not found at configure time)");

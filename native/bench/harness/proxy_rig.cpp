@@ -1,5 +1,7 @@
 #include "harness/proxy_rig.h"
 
+#include <algorithm>
+
 #include "gicomm/proxy/softnic_backend.h"
 #include "harness/two_rank.h"
 #if defined(GICOMM_BENCH_WITH_VERBS)
@@ -95,7 +97,8 @@ void ProxyRig::start(NicBackend b, HostRegion remote, HostRegion local, bool par
 bool ProxyRig::drain(const std::vector<uint64_t>& expected, std::string* err) {
   if (!pool->stop(&expected, spec.timeout_ns, err)) return false;
   // Every write completed (RC: placed at the target): the peer's buffer, where the checks look.
-  if (remote_.p && current_run()) fetch_peer_buffer(*current_run(), remote_.p, remote_.bytes);
+  if (remote_.p && current_run())
+    fetch_peer_buffer(*current_run(), remote_.p, std::min(remote_.bytes, spec.fetch_bytes));
   return true;
 }
 

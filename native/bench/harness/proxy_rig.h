@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ struct ProxyRigSpec {
   uint32_t engine_threads = 1;     // softnic cpu engine threads
   proxy::CompletionPublisher* publisher = nullptr;  // nullptr: the host-resident counters
   uint64_t timeout_ns = 2000000000ull;
+  // Two ranks (verbs): how much of the `remote` region, from its start, this rank's writes fill at
+  // the peer (fetched back after the drain); the rest is what the peer's responder wrote here.
+  size_t fetch_bytes = SIZE_MAX;
 
   // Workers on node 0's cores where the node exists (else unpinned), the softnic engine with as
   // many threads as workers.

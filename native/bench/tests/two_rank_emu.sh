@@ -8,6 +8,9 @@
 #   3. no rank 1 (no rank 0): the other fails within the peer timeout, naming the missing rank
 #   4. rank 1 with another points file: both refuse, naming the point
 #   5. one rank: refused without --topology loopback (exit 3); with it, a path_check on the record
+#   6. proxy_one_op pingpong: rank 1's responder answers every ping; traffic proven both ways
+#   7. a responder that never answers: rank 0's record fails, saying it saw no answer and what rank
+#      1's responder saw (the ping, then no further one within its wait)
 set -u
 bin=$1 dir=$2 gid=$3 link=$4
 port=$(( 20000 + $$ % 20000 ))
@@ -22,14 +25,14 @@ cat > "$points" <<PTS
 {"point_id": "tr-1", "transport": "mini-proxy", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 1, "rings": 1, "batch": 1, "msgs": 3000}}
 {"point_id": "tr-2", "transport": "mini-proxy", "nic_backend": "verbs", "params": {"mode": "rate", "workers": 2, "rings": 2, "batch": 4, "msgs": 5000}}
 PTS
-common="--experiment proxy_msg_rate --campaign test --host h --platform local --provenance-id t --timeout-ms 20000 --gid-index $gid"
+common="--campaign test --host h --platform local --provenance-id t --gid-index $gid"
 # rank R NAME [extra flags...]: runs rank R of the pair (its own emulated host, device mlx5_R)
 rank() {
   r=$1 name=$2
   shift 2
   # shellcheck disable=SC2086
   GICOMM_EMU_DEVICES=${DEVICES:-mlx5_$r:$link} GICOMM_EMU_SYSFS_DIR=$sys/$name.sys$r \
-    "$bin" $common --nic-device "mlx5_$r" --points "${PTS:-$points}" --out "$dir/$name.rank$r.jsonl" --rank "$r" \
+    "$bin" --experiment "${EXP:-proxy_msg_rate}" --timeout-ms "${TIMEOUT:-20000}" $common --nic-device "mlx5_$r" --points "${PTS:-$points}" --out "$dir/$name.rank$r.jsonl" --rank "$r" \
     --world-size 2 --rendezvous-port "$port" "$@" > "$dir/$name.rank$r.log" 2>&1
 }
 
@@ -90,7 +93,8 @@ one() {
   name=$1
   shift
   # shellcheck disable=SC2086
-  GICOMM_EMU_DEVICES=mlx5_0:$link GICOMM_EMU_SYSFS_DIR=$sys/one.sys "$bin" $common --nic-device mlx5_0 --points "$points" \
+  GICOMM_EMU_DEVICES=mlx5_0:$link GICOMM_EMU_SYSFS_DIR=$sys/one.sys "$bin" --experiment proxy_msg_rate \
+    --timeout-ms 20000 $common --nic-device mlx5_0 --points "$points" \
     --out "$dir/$name.jsonl" "$@" > "$dir/$name.log" 2>&1
 }
 one single; rc=$?
@@ -103,5 +107,36 @@ cat "$dir/loopback.log"
 [ $rc -eq 0 ] && [ "$(grep -c '"path_check": {' "$dir/loopback.jsonl")" = 1 ] &&
   grep -q '"topology": "loopback"' "$dir/loopback.jsonl" || bad "loopback: exit $rc"
 grep -o '"verdict": "[a-z]*"' "$dir/loopback.jsonl" | sed 's/^/loopback /'
+
+port=$((port + 1))
+
+# 6. the round trip through rank 1's responder
+echo '{"point_id": "pp-1", "transport": "mini-proxy", "nic_backend": "verbs", "params": {"mode": "pingpong", "workers": 1}}' \
+  > "$dir/pingpong.points.jsonl"
+export EXP=proxy_one_op PTS=$dir/pingpong.points.jsonl
+rank 1 pingpong --warmup 10 --iters 300 & p1=$!
+rank 0 pingpong --warmup 10 --iters 300; rc0=$?
+wait $p1; rc1=$?
+cat "$dir/pingpong.rank0.log" "$dir/pingpong.rank1.log"
+[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || bad "pingpong: exit $rc0 / $rc1"
+grep -q '"metric": "rtt_ns".*"status": "ok"\|"status": "ok".*"metric": "rtt_ns"' "$dir/pingpong.rank0.jsonl" ||
+  bad "pingpong: no ok rtt_ns record"
+grep -q '"verdict": "ok"' "$dir/pingpong.rank0.jsonl" || bad "pingpong: path_check not ok"
+grep -q '"peer_tx_bytes": [1-9]' "$dir/pingpong.rank0.jsonl" && grep -q '"rx_bytes": [1-9]' "$dir/pingpong.rank0.jsonl" ||
+  bad "pingpong: the answers are not in both ranks' counters"
+grep -q '"topology": "two-rank"' "$dir/pingpong.rank0.jsonl" || bad "pingpong: topology is not two-rank"
+grep -q 'responder ok: saw 310 pings, answered 310' "$dir/pingpong.rank1.log" || bad "pingpong: rank 1 did not answer 310 pings"
+grep -o '"p50": [0-9.e+]*' "$dir/pingpong.rank0.jsonl" | sed 's/^/pingpong rtt_ns /'
+port=$((port + 1))
+
+# 7. rank 1's responder sees the pings and never answers (tests only)
+GICOMM_TEST_RESPONDER_MUTE=1 rank 1 mute --warmup 0 --iters 5 & p1=$!
+TIMEOUT=1500 rank 0 mute --warmup 0 --iters 5; rc0=$?
+wait $p1
+cat "$dir/mute.rank0.log"
+grep -q '"status": "failed", "error": "ping 0: no answer within 1500 ms (this rank timed out waiting for the pong); rank 1 (host [^)]*).s responder saw 1 pings, answered 0, then ' \
+  "$dir/mute.rank0.jsonl" 2>/dev/null || bad "mute: rank 0's record does not say which side timed out"
+grep -o '"error": "[^"]*"' "$dir/mute.rank0.jsonl" | head -1
+unset EXP PTS
 
 [ $fails -eq 0 ] && echo "two_rank_emu: ok" || { echo "two_rank_emu: $fails checks FAILED"; exit 1; }

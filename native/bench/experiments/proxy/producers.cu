@@ -208,8 +208,8 @@ cudaError_t launch_issue(const ProducerArgs& a, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-cudaError_t launch_pingpong(const ProducerArgs& a, cudaStream_t s) {
-  pingpong_kernel<<<2, 1, 0, s>>>(a);
+cudaError_t launch_pingpong(const ProducerArgs& a, cudaStream_t s, bool ping_only) {
+  pingpong_kernel<<<ping_only ? 1 : 2, 1, 0, s>>>(a);
   return cudaGetLastError();
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "gicomm/proxy/ring.h"
+#include "harness/pingpong.h"
 
 namespace gicomm {
 namespace proxy_bench {
@@ -48,21 +49,19 @@ struct ProducerArgs {
   DeviceError* err;
 };
 
-// The 8 bytes request `index` of `ring` writes; the host checks the destination against it.
-GICOMM_HD uint64_t payload_value(uint32_t ring, uint64_t index) {
-  return (static_cast<uint64_t>(ring + 1) << 48) ^ (index * 0x9E3779B97F4A7C15ull >> 16);
-}
-GICOMM_HD uint32_t payload_slot(uint32_t ring, uint32_t window, uint64_t index) {
-  return ring * window + static_cast<uint32_t>(index & (window - 1));
-}
+// The 8 bytes request `index` of `ring` writes, and where (harness/pingpong.h); the host checks
+// the destination against them.
+using bench::payload_slot;
+using bench::payload_value;
 
 // One thread, ring 0, at most one request outstanding: issue cost and round trip per operation;
 // with store_cycles (tuned enqueue), then `msgs` more operations timing the store alone.
 cudaError_t launch_issue(const ProducerArgs& a, cudaStream_t s);
 // Two threads (blocks) on rings 0 and 1: ping writes word i of ring 0's window through the proxy;
 // pong polls that word in host memory, then answers through ring 1; ping polls the answer.
-// rtt_cycles gets the full ping -> pong -> ping time, issue_cycles ping's enqueue cost.
-cudaError_t launch_pingpong(const ProducerArgs& a, cudaStream_t s);
+// rtt_cycles gets the full ping -> pong -> ping time, issue_cycles ping's enqueue cost. With
+// `ping_only` (two ranks) only the ping runs: the answer comes from the peer rank's responder.
+cudaError_t launch_pingpong(const ProducerArgs& a, cudaStream_t s, bool ping_only = false);
 // One producer thread per ring (one block each), `msgs` requests each, then wait for completion.
 cudaError_t launch_rate(const ProducerArgs& a, cudaStream_t s);
 
