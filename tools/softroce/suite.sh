@@ -14,7 +14,8 @@
 #   5. driver        the benchmark harness's two-rank run (gicomm-test-two-rank: the drivers' runner,
 #                    launcher, out-of-band session, peer service and path proof, mini-proxy's verbs
 #                    workers fed by CPU producers, as gicomm-bench-proxy needs a GPU): rank 0 on
-#                    rxe0 writes records, rank 1 on rxe1 serves; path_check ok on both ranks
+#                    rxe0 writes records, rank 1 on rxe1 serves; path_check ok on both ranks; then
+#                    proxy_one_op's ping-pong, rank 1's responder answering each ping over rxe1
 #   6. floors        gicomm doctor's CPU-posted NIC floor (gicomm-bench-floors, floor nic_verbs: one
 #                    host thread's 8-byte RDMA writes, latency and rate) between two ranks, rank 0 on
 #                    rxe0, rank 1 on rxe1: both records ok, path_check ok (only in a CUDA build,
@@ -117,6 +118,14 @@ driver() {
     grep -q '"verdict": "ok"' "$OUT/driver0.jsonl" && grep -q '"status": "ok"' "$OUT/driver0.jsonl"
 }
 
+# The round trip through rank 1's responder: pings rxe0 -> rxe1, answers rxe1 -> rxe0.
+driver_pingpong() {
+  harness_ranks pingpong "$BIN/gicomm-test-two-rank" proxy_one_op 17605 \
+    '{"point_id": "rxe-pp", "nic_backend": "verbs", "params": {"mode": "pingpong", "workers": 1}}' --warmup 5 --iters 50 &&
+    grep -q '"verdict": "ok"' "$OUT/pingpong0.jsonl" && grep -q '"status": "ok"' "$OUT/pingpong0.jsonl" &&
+    grep -q '"peer_tx_bytes": [1-9]' "$OUT/pingpong0.jsonl"
+}
+
 floors() {
   harness_ranks floors "$BIN/gicomm-bench-floors" floors 17604 \
     '{"point_id": "rxe-floor", "nic_backend": "verbs", "params": {"floor": "nic_verbs"}}' --warmup 10 --iters 100 &&
@@ -131,11 +140,12 @@ done
 step loopback "$BIN/proxy_verbs_test" --device rxe0 --gid-index "$GID"
 step two-ports "$BIN/proxy_verbs_test" --device rxe0 --peer-device rxe1 --gid-index "$GID"
 export BIN GID OUT
-export -f pair two_ranks wrong_device harness_ranks driver floors
+export -f pair two_ranks wrong_device harness_ranks driver driver_pingpong floors
 step two-ranks bash -c two_ranks
 step wrong-device bash -c wrong_device
 if [[ -x $BIN/gicomm-test-two-rank ]]; then
   step driver bash -c driver
+  step driver-pingpong bash -c driver_pingpong
 else
   echo "suite: $BIN/gicomm-test-two-rank is missing: the driver step is not run"
   failed+=("driver (missing)")

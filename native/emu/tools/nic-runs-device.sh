@@ -5,15 +5,19 @@
 # Builds only what it needs into ${GICOMM_DEVICE_BUILD:-build/device} (configured with
 # -DGICOMM_CUDA_ARCHS=90; reused when already built), then runs with reduced points, each bounded:
 #   two ranks (two processes, each its own emulated host and device, mlx5_0 and mlx5_1, with its
-#   own sysfs view; rank 1 is a passive target that never touches the GPU, so the two share one
-#   H200 without MPS):
+#   own sysfs view; rank 1 never touches the GPU, its responder is a host thread, so the two share
+#   one H200 without MPS):
 #     gda_one_op, gda_msg_rate, connection_scaling   gicomm-bench-gda, nic_backend mlx5 (DEVX QPs
 #                                                     of rank 0 connected to rank 1's verbs QPs)
 #     proxy_msg_rate                                  gicomm-bench-proxy, nic_backend verbs, GPU
 #                                                     producers on rank 0
+#     proxy_one_op pingpong                           the GPU ping on rank 0, rank 1's responder
+#                                                     answering through its own worker and QP
+#     refused with the reason (PASS when every named record is failed saying what it needs):
+#       one_op's rtt_ns (mlx5; its issue and completion records must be ok), loaded_rtt, goodput
 #   loopback (one process, --topology loopback): the same three mini-gda experiments
-# Expected: about 90-150 s once built (the build: 3-5 min on 16 cores); everything stops by
-# DEADLINE_S (default 200 after the build). $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
+# Expected: about 120-200 s once built (the build: 3-5 min on 16 cores); everything stops by
+# DEADLINE_S (default 300 after the build). $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
 # per step, the records' status, topology and path_check verdict), records.jsonl (rank 0's
 # records of every step, tagged with "step") and logs.tar.gz (build, step logs, points files).
 # What to check: every step PASS; in records.jsonl every record has path_check.verdict "ok",
@@ -46,7 +50,8 @@ pack() {
 t0=$(date +%s)
 {
   { [ -f "$build/CMakeCache.txt" ] || cmake -S native -B "$build" -DGICOMM_CUDA_ARCHS=90; } &&
-    cmake --build "$build" -j "$(nproc)" --target gicomm_emu gicomm-bench-gda gicomm-bench-proxy
+    cmake --build "$build" -j "$(nproc)" --target gicomm_emu gicomm-bench-gda gicomm-bench-proxy \
+      gicomm-bench-loaded-rtt gicomm-bench-goodput
 } > "$logs/build.log" 2>&1
 rc=$?
 echo "$([ $rc -eq 0 ] && echo PASS || echo FAIL) build: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
@@ -55,7 +60,7 @@ if [ $rc -ne 0 ]; then
   pack
   exit 1
 fi
-deadline=$(( $(date +%s) + ${DEADLINE_S:-200} ))
+deadline=$(( $(date +%s) + ${DEADLINE_S:-300} ))
 bin=$build/bin
 emu=$bin/gicomm-emu-run
 # The emulation rewrites its counter files once per engine pass: on tmpfs, not the disk.
@@ -81,6 +86,13 @@ points connection_scaling mlx5 '{"active_qps": 64, "writes_per_visit": 32, "size
   '{"active_qps": 1024, "writes_per_visit": 32, "size": 8, "producers": 64, "min_writes": 20000}'
 points proxy_msg_rate verbs '{"mode": "rate", "workers": 1, "rings": 1, "batch": 16, "msgs": 20000, "state": "warm", "warm_ms": 100}' \
   '{"mode": "rate", "workers": 2, "rings": 2, "batch": 4, "msgs": 20000, "state": "warm", "warm_ms": 100}'
+points proxy_one_op verbs '{"mode": "pingpong", "workers": 1, "state": "warm", "warm_ms": 100}' \
+  '{"mode": "pingpong", "workers": 2, "state": "cold", "idle_ms": 50}'
+points one_op mlx5 '{"payload": "inline"}'
+echo '{"point_id": "nicrun-loaded_rtt-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"bulk_ctas": 0}}' \
+  > "$logs/loaded_rtt.points.jsonl"
+echo '{"point_id": "nicrun-goodput-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"size": 8, "ctas": 1}}' \
+  > "$logs/goodput.points.jsonl"
 
 common="--campaign nicrun --host $(hostname) --platform h200 --provenance-id nicrun --run-index 0 --timeout-ms 20000"
 loops="--warmup 10 --iters 200"
@@ -112,6 +124,24 @@ verdict() {  # verdict NAME RC FILE: PASS when exit 0 and every record ok
   collect "$name" "$file"
 }
 
+# refused NAME RC FILE METRIC: PASS when exit 0, the records of METRIC (every metric: "*") are failed
+# saying the experiment does not run between two ranks, and every other record is ok
+refused() {
+  local name=$1 rc=$2 file=$3 v=PASS
+  python3 - "$file" "$4" <<'PY' || v=FAIL
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])] if sys.argv[1] else []
+named = [r for r in recs if sys.argv[2] in ("*", r["metric"])]
+rest = [r for r in recs if r not in named]
+ok = named and all(r["status"] == "failed" and "does not run between two ranks" in r.get("error", "") for r in named)
+sys.exit(0 if ok and all(r["status"] == "ok" for r in rest) else 1)
+PY
+  [ "$rc" -eq 0 ] || v=FAIL
+  [ $v = PASS ] || fails=$((fails + 1))
+  echo "$v $name (refused on two ranks: $4): exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
+  collect "$name" "$file"
+}
+
 # budget STEP LIMIT_S: sets t to the smaller of the limit and the time left; false (the step
 # skipped and counted failed) when too little is left.
 budget() {
@@ -123,7 +153,7 @@ budget() {
   return 1
 }
 
-# two_ranks EXPERIMENT DRIVER LIMIT_S [extra flags]
+# two_ranks EXPERIMENT DRIVER LIMIT_S [extra flags]; REFUSED=METRIC: judged by refused() instead
 two_ranks() {
   local e=$1 drv=$2
   budget "two_rank_$e" "$3" || return
@@ -142,7 +172,11 @@ two_ranks() {
   wait $p1
   local rc1=$?
   [ $rc1 -ne 0 ] && echo "  rank 1 of $e: exit $rc1" >> "$summary"
-  verdict "two_rank_$e" $(( rc > rc1 ? rc : rc1 )) "$logs/$e.rank0.jsonl"
+  if [ -n "${REFUSED:-}" ]; then
+    refused "two_rank_$e" $(( rc > rc1 ? rc : rc1 )) "$logs/$e.rank0.jsonl" "$REFUSED"
+  else
+    verdict "two_rank_$e" $(( rc > rc1 ? rc : rc1 )) "$logs/$e.rank0.jsonl"
+  fi
 }
 
 # loopback EXPERIMENT DRIVER LIMIT_S [extra flags]
@@ -163,6 +197,12 @@ two_ranks gda_one_op gicomm-bench-gda 15 $loops
 two_ranks gda_msg_rate gicomm-bench-gda 15 --iters 1
 two_ranks connection_scaling gicomm-bench-gda 60 --iters 1
 two_ranks proxy_msg_rate gicomm-bench-proxy 15 --iters 1
+# shellcheck disable=SC2086
+two_ranks proxy_one_op gicomm-bench-proxy 40 $loops
+# shellcheck disable=SC2086
+REFUSED=rtt_ns two_ranks one_op gicomm-bench-gda 20 $loops
+REFUSED='*' two_ranks loaded_rtt gicomm-bench-loaded-rtt 15 --warmup 10 --iters 100
+REFUSED='*' two_ranks goodput gicomm-bench-goodput 15 --iters 1
 # shellcheck disable=SC2086
 loopback gda_one_op gicomm-bench-gda 10 $loops
 loopback gda_msg_rate gicomm-bench-gda 10 --iters 1
