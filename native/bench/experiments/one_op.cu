@@ -1,7 +1,7 @@
 // one_op: the pipeline's Table 3 experiment: issue, put+completion and round trip of one 8-byte
 // write on mini-gda, with the default ordering (GPU-scope fence) unless the point names a variant:
 // everything gda_one_op records, plus gda_rtt's rtt_ns (a failed rtt_ns record, with the reason,
-// where the round trip fails or is refused).
+// where the round trip alone fails).
 #include "gda.cuh"
 
 namespace gicomm::bench {
@@ -10,8 +10,8 @@ namespace {
 
 std::vector<Record> one_op(Run& run) {
   std::vector<Record> out = measure_one_op(run);
-  // The round trip alone may be refused (between two ranks with mlx5: gda_rtt.cu says why); the
-  // one-op records still stand, beside a failed rtt_ns naming the reason.
+  // A round trip that fails (between two ranks it depends on rank 1's responder too) leaves the
+  // one-op records standing, beside a failed rtt_ns naming the reason.
   try {
     for (Record& r : measure_rtt(run)) out.push_back(r);
   } catch (const PointFailure& e) {

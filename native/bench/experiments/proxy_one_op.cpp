@@ -133,6 +133,7 @@ std::vector<Record> measure(Run& run) {
   rig.start(nic, {remote.p, remote.n * 8}, {local.data(), local.size() * 8}, /*parked=*/true);
   if (peer_pong) {
     net::Message ask;
+    ask.set("scheme", "proxy-pingpong");
     ask.set_u64("window", c.window);
     // It waits for the next ping at most this long: the point's timeout, plus a cold point's idle time.
     ask.set_u64("wait_ms", uint64_t(run.options.timeout_ms) + c.idle_ms);
@@ -252,6 +253,7 @@ std::vector<Record> measure(Run& run) {
   // Records: the point's params plus what the run observed about its CPUs.
   Params params = run.point.params;
   pb::note_cpus(&params, rig.pool->worker_cpus(), clk);
+  if (peer_pong) params.set("responder", std::string(kPongResponderKind));
   params.set("mean_chain", posts ? double(descs) / double(posts) : 0.0);
   auto finish = [&](Record r) {
     r.sm_clock_mhz = sm_mhz;
@@ -277,7 +279,7 @@ std::vector<Record> measure(Run& run) {
 }  // namespace
 
 GICOMM_EXPERIMENT(proxy_one_op, measure);
-GICOMM_EXPERIMENT_SERVE(proxy_one_op, proxy_pong_responder);
+GICOMM_EXPERIMENT_SERVE(proxy_one_op, pong_responder);
 GICOMM_EXPERIMENT(proxy_msg_rate, measure);
 GICOMM_EXPERIMENT(proxy_worker_ceiling, measure);
 

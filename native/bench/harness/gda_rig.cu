@@ -113,7 +113,8 @@ GdaRig::GdaRig(const gda::SessionConfig& cfg, const GdaMemory& mem) : cfg_(cfg),
   dst_ = std::make_unique<NicBuffer>(backend, mem.dst_device, mem.dst_bytes);
   if (mem.src_bytes) src_ = std::make_unique<NicBuffer>(backend, mem.src_device, mem.src_bytes);
   target_.dst = reinterpret_cast<uint64_t>(dst_->p);
-  target_.rkey = session_->register_mr(dst_->p, mem.dst_bytes, mem.dst_access).rkey;
+  dst_rkey_ = session_->register_mr(dst_->p, mem.dst_bytes, mem.dst_access).rkey;
+  target_.rkey = dst_rkey_;
   if (peer_dst) {
     target_.dst = peer_dst->addr;
     target_.rkey = peer_dst->rkey;

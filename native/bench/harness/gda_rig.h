@@ -72,6 +72,9 @@ class GdaRig {
   gda::Context context() const { return session_->context(); }
   const GdaTarget& target() const { return target_; }
   NicBuffer& dst() { return *dst_; }
+  // This rank's own destination and its rkey: between two ranks target() is the peer's buffer, and
+  // this one is where the peer's answers land (a round trip).
+  uint32_t dst_rkey() const { return dst_rkey_; }
   NicBuffer& src() { return *src_; }
 
   // Synchronizes the device; a kernel error or a wait failure a kernel reported fails the point
@@ -103,6 +106,7 @@ class GdaRig {
   std::unique_ptr<gda::Session> session_;
   std::unique_ptr<NicBuffer> dst_, src_;
   GdaTarget target_{};
+  uint32_t dst_rkey_ = 0;
   bool broken_ = false;
   // The gpu engine on the producer's own GPU (softnic-gpu-same).
   bool same_gpu_ = cfg_.engine == "softnic-gpu" && cfg_.engine_device == cfg_.producer_device;

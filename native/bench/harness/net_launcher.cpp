@@ -191,7 +191,15 @@ void NetLauncher::serve_respond(const Options& o, const net::Message& req, PeerT
   if (!t->endpoint) fail("asked for a responder before the point's QPs (a 'verbs' request)");
   if (t->responder) fail("the point's responder is already running");
   std::string err;
-  auto be = t->endpoint->backend(&err);
+  // The answers go where rank 0 says (mini-gda: memory registered after its QPs connected), else to
+  // the buffer it offered when they connected.
+  std::unique_ptr<proxy::Backend> be;
+  if (req.has("addr")) {
+    be = t->endpoint->backend_to(u64_of(req, "addr", peer_name()),
+                                 static_cast<uint32_t>(u64_of(req, "rkey", peer_name())), &err);
+  } else {
+    be = t->endpoint->backend(&err);
+  }
   if (!be) fail(err);
   t->sent = std::make_shared<Traffic>();
   t->sent->mtu = t->endpoint->local().mtu;

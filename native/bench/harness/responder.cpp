@@ -1,6 +1,8 @@
 #include "harness/responder.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -20,10 +22,20 @@ bool muted() {
   return m && *m == '1';
 }
 
-class ProxyPong final : public Responder {
+// The words and values of ping i and its answer (word indexes: 8-byte words of each buffer).
+struct Rule {
+  std::string scheme;
+  uint32_t window = 1, ping = 0, pong = 0;
+  uint32_t ping_word(uint64_t i) const { return scheme == "flag" ? ping : payload_slot(0, window, i); }
+  uint32_t pong_word(uint64_t i) const { return scheme == "flag" ? pong : payload_slot(1, window, i); }
+  uint64_t ping_value(uint64_t i) const { return scheme == "flag" ? i + 1 : payload_value(0, i); }
+  uint64_t pong_value(uint64_t i) const { return scheme == "flag" ? i + 1 : payload_value(1, i); }
+};
+
+class Pong final : public Responder {
  public:
-  ProxyPong(const ResponderSetup& s, uint32_t window, uint64_t wait_ns, bool yield)
-      : landing_(s.landing), window_(window), wait_ns_(wait_ns), timeout_ns_(s.timeout_ns), yield_(yield) {
+  Pong(const ResponderSetup& s, const Rule& rule, uint64_t wait_ns, bool yield)
+      : landing_(s.landing), rule_(rule), wait_ns_(wait_ns), timeout_ns_(s.timeout_ns), yield_(yield) {
     views_.push_back(proxy::RingView{slots_.data(), &counters_.head, &counters_.done, &counters_.tail,
                                      uint32_t(slots_.size()), 0});
     proxy::PoolConfig pc;
@@ -36,7 +48,7 @@ class ProxyPong final : public Responder {
     if (!pool_ || !pool_->start(false, &err)) throw PointFailure("responder's mini-proxy pool: " + err);
     thread_ = std::thread([this] { run(); });
   }
-  ~ProxyPong() override {
+  ~Pong() override {
     uint64_t n = 0;
     std::string state;
     if (thread_.joinable()) stop(&n, &state);
@@ -59,8 +71,8 @@ class ProxyPong final : public Responder {
   void run() {
     proxy::TunedProducer tp{0, 0};
     for (uint64_t i = 0;; ++i) {
-      const uint32_t slot = payload_slot(0, window_, i);
-      const uint64_t want = payload_value(0, i);
+      const uint32_t slot = rule_.ping_word(i);
+      const uint64_t want = rule_.ping_value(i);
       auto start = std::chrono::steady_clock::now();
       for (;;) {
         if (__atomic_load_n(&landing_[slot], __ATOMIC_ACQUIRE) == want) break;
@@ -75,9 +87,9 @@ class ProxyPong final : public Responder {
       }
       ++seen_;
       if (muted()) continue;
-      const uint32_t info = proxy::make_info(proxy::Op::write_inline, payload_slot(1, window_, i), false);
+      const uint32_t info = proxy::make_info(proxy::Op::write_inline, rule_.pong_word(i), false);
       proxy::WaitError we{};
-      if (proxy::enqueue_tuned(views_[0], tp, payload_value(1, i), info, timeout_ns_, &we) == ~0ull) {
+      if (proxy::enqueue_tuned(views_[0], tp, rule_.pong_value(i), info, timeout_ns_, &we) == ~0ull) {
         why_ = "its ring stayed full at the answer to ping " + std::to_string(i);
         return;
       }
@@ -86,7 +98,7 @@ class ProxyPong final : public Responder {
   }
 
   const uint64_t* landing_;
-  const uint32_t window_;
+  const Rule rule_;
   const uint64_t wait_ns_, timeout_ns_;
   const bool yield_;
   std::vector<proxy::Desc> slots_ = std::vector<proxy::Desc>(256);
@@ -101,17 +113,32 @@ class ProxyPong final : public Responder {
 
 }  // namespace
 
-std::unique_ptr<Responder> proxy_pong_responder(const ResponderSetup& s) {
-  uint64_t window = 0, wait_ms = 0;
+std::unique_ptr<Responder> pong_responder(const ResponderSetup& s) {
+  Rule rule;
+  rule.scheme = s.request.get("scheme");
+  uint64_t window = 1, ping = 0, pong = 0, wait_ms = 0;
   std::string err;
-  if (!s.request.get_u64("window", uint64_t(1) << 24, &window, &err) ||
-      !s.request.get_u64("wait_ms", 86400000, &wait_ms, &err))
-    throw PointFailure("responder: " + err);
-  if (window == 0 || (window & (window - 1)) || 2 * window * 8 > s.landing_bytes)
-    throw PointFailure("responder: window " + std::to_string(window) +
-                       " must be a power of two whose two rings fit the " + std::to_string(s.landing_bytes) +
-                       "-byte buffer");
-  return std::make_unique<ProxyPong>(s, uint32_t(window), wait_ms * 1000000ull, s.request.get("yield") == "1");
+  auto u64 = [&](const char* key, uint64_t max, uint64_t* v) {
+    if (!s.request.get_u64(key, max, v, &err)) throw PointFailure("responder: " + err);
+  };
+  const uint64_t words = s.landing_bytes / 8;
+  u64("wait_ms", 86400000, &wait_ms);
+  if (rule.scheme == "proxy-pingpong") {
+    u64("window", uint64_t(1) << 24, &window);
+    if (window == 0 || (window & (window - 1)) || 2 * window > words)
+      throw PointFailure("responder: window " + std::to_string(window) +
+                         " must be a power of two whose two rings fit the " + std::to_string(s.landing_bytes) +
+                         "-byte buffer");
+  } else if (rule.scheme == "flag") {
+    u64("ping_word", words ? words - 1 : 0, &ping);
+    u64("pong_word", proxy::kInfoSlotMask, &pong);
+  } else {
+    throw PointFailure("responder: scheme '" + rule.scheme + "' is not one it answers; allowed: proxy-pingpong, flag");
+  }
+  rule.window = uint32_t(window);
+  rule.ping = uint32_t(ping);
+  rule.pong = uint32_t(pong);
+  return std::make_unique<Pong>(s, rule, wait_ms * 1000000ull, s.request.get("yield") == "1");
 }
 
 }  // namespace gicomm::bench

@@ -102,6 +102,7 @@ std::vector<Record> cpu_pingpong(Run& run) {
   auto pool = proxy::WorkerPool::create(pc, views, *backend, nullptr, &err);
   if (!pool || !pool->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
   net::Message ask;
+  ask.set("scheme", "proxy-pingpong");
   ask.set_u64("window", window);
   ask.set_u64("wait_ms", run.options.timeout_ms);
   ask.set("yield", "1");
@@ -142,7 +143,7 @@ std::vector<Record> cpu_pingpong(Run& run) {
 
 GICOMM_EXPERIMENT(proxy_msg_rate, cpu_msg_rate);
 GICOMM_EXPERIMENT(proxy_one_op, cpu_pingpong);
-GICOMM_EXPERIMENT_SERVE(proxy_one_op, proxy_pong_responder);
+GICOMM_EXPERIMENT_SERVE(proxy_one_op, pong_responder);
 
 }  // namespace
 }  // namespace gicomm::bench

@@ -13,7 +13,8 @@
 #      1's responder saw (the ping, then no further one within its wait)
 set -u
 bin=$1 dir=$2 gid=$3 link=$4
-port=$(( 20000 + $$ % 20000 ))
+# 16 ports per run, apart for the two links' tests running side by side
+port=$(( 20000 + $$ % 2000 * 16 ))
 rm -rf "$dir" && mkdir -p "$dir"
 # The emulation rewrites its counter files once per engine pass: on tmpfs, not the build disk.
 sys=$(mktemp -d /dev/shm/gicomm-two-rank.XXXXXX 2>/dev/null || mktemp -d)

@@ -13,8 +13,11 @@
 #                                                     producers on rank 0
 #     proxy_one_op pingpong                           the GPU ping on rank 0, rank 1's responder
 #                                                     answering through its own worker and QP
-#     refused with the reason (PASS when every named record is failed saying what it needs):
-#       one_op's rtt_ns (mlx5; its issue and completion records must be ok), loaded_rtt, goodput
+#     gda_rtt, one_op (its round trip included)       gicomm-bench-gda, mlx5: the GPU ping on
+#                                                     rank 0, rank 1's responder answering into
+#                                                     rank 0's flag through its QP 0
+#     refused with the reason (PASS when every record is failed saying what it needs):
+#       loaded_rtt, goodput
 #   loopback (one process, --topology loopback): the same three mini-gda experiments
 # Expected: about 120-200 s once built (the build: 3-5 min on 16 cores); everything stops by
 # DEADLINE_S (default 300 after the build). $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
@@ -89,6 +92,7 @@ points proxy_msg_rate verbs '{"mode": "rate", "workers": 1, "rings": 1, "batch":
 points proxy_one_op verbs '{"mode": "pingpong", "workers": 1, "state": "warm", "warm_ms": 100}' \
   '{"mode": "pingpong", "workers": 2, "state": "cold", "idle_ms": 50}'
 points one_op mlx5 '{"payload": "inline"}'
+points gda_rtt mlx5 '{"payload": "inline", "variant": "gpu_fence"}' '{"payload": "pointer", "variant": "gpu_fence"}'
 echo '{"point_id": "nicrun-loaded_rtt-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"bulk_ctas": 0}}' \
   > "$logs/loaded_rtt.points.jsonl"
 echo '{"point_id": "nicrun-goodput-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"size": 8, "ctas": 1}}' \
@@ -200,7 +204,9 @@ two_ranks proxy_msg_rate gicomm-bench-proxy 15 --iters 1
 # shellcheck disable=SC2086
 two_ranks proxy_one_op gicomm-bench-proxy 40 $loops
 # shellcheck disable=SC2086
-REFUSED=rtt_ns two_ranks one_op gicomm-bench-gda 20 $loops
+two_ranks gda_rtt gicomm-bench-gda 20 $loops
+# shellcheck disable=SC2086
+two_ranks one_op gicomm-bench-gda 25 $loops
 REFUSED='*' two_ranks loaded_rtt gicomm-bench-loaded-rtt 15 --warmup 10 --iters 100
 REFUSED='*' two_ranks goodput gicomm-bench-goodput 15 --iters 1
 # shellcheck disable=SC2086

@@ -401,16 +401,19 @@ bool VerbsEndpoint::connect(const net::Endpoint& peer, std::string* error) {
 }
 
 std::unique_ptr<proxy::Backend> VerbsEndpoint::backend(std::string* error) {
+  if (impl_->connected && impl_->peer.buffer_bytes == 0) {
+    *error = "verbs: the peer's " + impl_->peer.device + " offers no buffer to write into";
+    return nullptr;
+  }
+  return backend_to(impl_->peer.buffer_addr, impl_->peer.rkey, error);
+}
+
+std::unique_ptr<proxy::Backend> VerbsEndpoint::backend_to(uint64_t addr, uint32_t rkey, std::string* error) {
   if (!impl_->connected) {
     *error = "verbs: connect() the endpoint on " + impl_->d->name + " before opening its backend";
     return nullptr;
   }
-  if (impl_->peer.buffer_bytes == 0) {
-    *error = "verbs: the peer's " + impl_->peer.device + " offers no buffer to write into";
-    return nullptr;
-  }
-  return std::unique_ptr<proxy::Backend>(
-      new RemoteBackend(impl_->qps, {impl_->peer.buffer_addr, impl_->peer.rkey}));
+  return std::unique_ptr<proxy::Backend>(new RemoteBackend(impl_->qps, {addr, rkey}));
 }
 
 }  // namespace verbs

@@ -62,6 +62,9 @@ class VerbsEndpoint {
   bool connect(const net::Endpoint& peer, std::string* error);
   // Worker w posts on QP w into the peer's buffer. After connect(); it keeps the QPs alive.
   std::unique_ptr<proxy::Backend> backend(std::string* error);
+  // The same, into a buffer of the peer announced after the QPs connected (its address and rkey
+  // came in a later message: mini-gda registers its memory only once its QPs exist).
+  std::unique_ptr<proxy::Backend> backend_to(uint64_t addr, uint32_t rkey, std::string* error);
 
   struct Impl;
 
