@@ -21,6 +21,22 @@
 namespace gicomm::bench {
 namespace {
 
+// The workers, started, over `views` into `backend` (unpinned: the test shares its cores with the
+// emulated NICs, so idle workers yield).
+std::unique_ptr<proxy::WorkerPool> start_pool(const Run& run, const std::vector<proxy::RingView>& views,
+                                              proxy::Backend& backend, uint32_t workers, uint32_t batch) {
+  proxy::PoolConfig pc;
+  pc.workers = workers;
+  pc.batch = batch;
+  pc.numa_node = -1;
+  pc.yield_when_idle = true;
+  pc.stall_timeout_ns = run.timeout_ns();
+  std::string err;
+  auto pool = proxy::WorkerPool::create(pc, views, backend, nullptr, &err);
+  if (!pool || !pool->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
+  return pool;
+}
+
 uint64_t value_of(uint32_t ring, uint64_t i) { return (uint64_t(ring + 1) << 40) | (i + 1); }
 
 std::vector<Record> cpu_msg_rate(Run& run) {
@@ -39,15 +55,8 @@ std::vector<Record> cpu_msg_rate(Run& run) {
                                &counters[r].tail, capacity, r};
   std::vector<uint64_t> dest(size_t(rings) * window, 0), src(64, 0);
   auto backend = open_verbs_path(run, workers, dest.data(), dest.size() * 8, src.data(), src.size() * 8);
-  proxy::PoolConfig pc;
-  pc.workers = workers;
-  pc.batch = batch;
-  pc.numa_node = -1;
-  pc.yield_when_idle = true;  // the test shares its cores with the emulated NICs
-  pc.stall_timeout_ns = run.timeout_ns();
   std::string err;
-  auto pool = proxy::WorkerPool::create(pc, views, *backend, nullptr, &err);
-  if (!pool || !pool->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
+  auto pool = start_pool(run, views, *backend, workers, batch);
   std::vector<std::string> perr(rings);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> producers;
@@ -57,7 +66,7 @@ std::vector<Record> cpu_msg_rate(Run& run) {
       for (uint64_t i = 0; i < msgs; ++i) {
         const uint32_t info = proxy::make_info(proxy::Op::write_inline, r * window + uint32_t(i % window), false);
         proxy::WaitError we{};
-        if (proxy::enqueue_tuned(views[r], tp, value_of(r, i), info, pc.stall_timeout_ns, &we) == ~0ull) {
+        if (proxy::enqueue_tuned(views[r], tp, value_of(r, i), info, run.timeout_ns(), &we) == ~0ull) {
           perr[r] = "ring " + std::to_string(r) + " stayed full";
           return;
         }
@@ -67,7 +76,7 @@ std::vector<Record> cpu_msg_rate(Run& run) {
   for (const auto& e : perr)
     if (!e.empty()) throw PointFailure(e);
   const std::vector<uint64_t> expected(rings, msgs);
-  if (!pool->stop(&expected, pc.stall_timeout_ns, &err)) throw PointFailure("drain: " + err);
+  if (!pool->stop(&expected, run.timeout_ns(), &err)) throw PointFailure("drain: " + err);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fetch_peer_buffer(run, dest.data(), dest.size() * 8);
   for (uint32_t r = 0; r < rings; ++r)
@@ -93,14 +102,8 @@ std::vector<Record> cpu_pingpong(Run& run) {
       proxy::RingView{slots.data(), &counters.head, &counters.done, &counters.tail, uint32_t(slots.size()), 0}};
   std::vector<uint64_t> dest(2 * size_t(window), 0), src(64, 0);
   auto backend = open_verbs_path(run, workers, dest.data(), dest.size() * 8, src.data(), src.size() * 8);
-  proxy::PoolConfig pc;
-  pc.workers = 1;
-  pc.numa_node = -1;
-  pc.yield_when_idle = true;  // the test shares its cores with the emulated NICs
-  pc.stall_timeout_ns = run.timeout_ns();
   std::string err;
-  auto pool = proxy::WorkerPool::create(pc, views, *backend, nullptr, &err);
-  if (!pool || !pool->start(false, &err)) throw PointFailure("mini-proxy pool: " + err);
+  auto pool = start_pool(run, views, *backend, 1, 1);
   net::Message ask;
   ask.set("scheme", "proxy-pingpong");
   ask.set_u64("window", window);
@@ -114,12 +117,12 @@ std::vector<Record> cpu_pingpong(Run& run) {
     const auto t0 = std::chrono::steady_clock::now();
     proxy::WaitError we{};
     const uint32_t info = proxy::make_info(proxy::Op::write_inline, payload_slot(0, window, i), false);
-    if (proxy::enqueue_tuned(views[0], tp, payload_value(0, i), info, pc.stall_timeout_ns, &we) == ~0ull)
+    if (proxy::enqueue_tuned(views[0], tp, payload_value(0, i), info, run.timeout_ns(), &we) == ~0ull)
       throw PointFailure("ring 0 stayed full at ping " + std::to_string(i));
     const uint64_t* answer = &dest[payload_slot(1, window, i)];
     while (__atomic_load_n(answer, __ATOMIC_ACQUIRE) != payload_value(1, i)) {
       if (std::chrono::steady_clock::now() - t0 > std::chrono::nanoseconds(run.timeout_ns())) {
-        pool->stop(nullptr, pc.stall_timeout_ns, &err);
+        pool->stop(nullptr, run.timeout_ns(), &err);
         throw PointFailure("ping " + std::to_string(i) + ": no answer within " + std::to_string(run.options.timeout_ms) +
                            " ms (this rank timed out waiting for the pong)");
       }
@@ -129,7 +132,7 @@ std::vector<Record> cpu_pingpong(Run& run) {
       rtt.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
   }
   const std::vector<uint64_t> expected{total};
-  if (!pool->stop(&expected, pc.stall_timeout_ns, &err)) throw PointFailure("drain: " + err);
+  if (!pool->stop(&expected, run.timeout_ns(), &err)) throw PointFailure("drain: " + err);
   fetch_peer_buffer(run, dest.data(), size_t(window) * 8);  // ring 0's words, where they landed
   for (uint32_t ring = 0; ring < 2; ++ring)
     for (uint64_t w = 0; w < window && w < total; ++w) {
