@@ -24,7 +24,9 @@
 # per step, the records' status, topology and path_check verdict), records.jsonl (rank 0's
 # records of every step, tagged with "step") and logs.tar.gz (build, step logs, points files).
 # What to check: every step PASS; in records.jsonl every record has path_check.verdict "ok",
-# rdma_provider "emulated" (once the records are schema version 2), peer.nic on two-rank steps.
+# rdma_provider "emulated" (once the records are schema version 2), peer.nic on two-rank steps; the
+# round trips (proxy_one_op, gda_rtt, one_op's rtt_ns) rx and peer_tx non-zero (the answers crossed
+# back) and params.responder naming rank 1's responder.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 # The device safety settings, and the carried wheels (.whl/: the harness's build needs the
@@ -116,6 +118,7 @@ for r in recs:
     pc = r.get("path_check") or {}
     print(f"  {name}: {r['point_id']} {r['metric']} {r['status']} topology={r.get('topology', '?')} "
           f"path={pc.get('verdict', 'none')} tx={pc.get('tx_bytes')} peer_rx={pc.get('peer_rx_bytes')} "
+          f"rx={pc.get('rx_bytes')} peer_tx={pc.get('peer_tx_bytes')} "
           f"p50={(r.get('stats') or {}).get('p50')} {r.get('error', '')[:200]}")
 PY
 }
