@@ -192,7 +192,7 @@ void refuse_two_ranks(const Run& run, const std::string& what, const std::string
   if (!two_ranks()) return;
   throw PointFailure("bad parameter: " + what + " (experiment " + run.spec.name +
                      ") does not run between two ranks: it needs " + missing +
-                     "; run it in one process (--topology loopback for mlx5/verbs)");
+                     "; run it in one process");
 }
 
 std::unique_ptr<proxy::Backend> open_verbs_path(Run& run, uint32_t qps, void* remote, size_t remote_bytes,
