@@ -147,6 +147,10 @@ void NetLauncher::serve_verbs(const Options& o, const net::Message& req, PeerTar
   net::Endpoint peer;
   std::string err;
   if (!net::get_endpoint(req, &peer, &err)) fail(peer_name() + " sent a bad " + err);
+  // A second set of QPs within the point (one_op: the one-op session, then the round trip's)
+  // replaces the first; the counters stay those of the point's start, so the check covers both.
+  const bool first = !t->endpoint;
+  if (t->responder) fail("the point's responder still answers through its QPs: new QPs are refused");
   t->buffer.assign((bytes + 7) / 8, 0);
   verbs::VerbsConfig vc;
   vc.device = o.nic_device;
@@ -163,7 +167,7 @@ void NetLauncher::serve_verbs(const Options& o, const net::Message& req, PeerTar
   t->qps = static_cast<uint32_t>(qps);
   t->port = o.nic_port;
   t->gid_index = o.gid_index;
-  t->before = net::read_all_ports(sysfs_root(), o.gid_index);
+  if (first) t->before = net::read_all_ports(sysfs_root(), o.gid_index);
   net::put_endpoint(t->endpoint->local(), rep);
   rep->set("nic", net::to_json(net::describe_nic(sysfs_root(), t->device, t->port, t->gid_index)));
 #else

@@ -86,6 +86,7 @@ struct Traffic {
   // mini-gda: the GPU posts; the WQEs its QPs posted since the point began (bytes not known here).
   std::function<uint64_t()> posted_wqes;
   uint64_t wqes_before = 0;
+  uint64_t wqes_carried = 0;  // posted by an earlier session of the same point
 };
 
 // `inner`, counting what its channels post into `traffic`.

@@ -69,7 +69,7 @@ class VerbsLink final : public PointLink {
   void finish(std::vector<Record>* records, const std::string& failure) override {
     const auto after = net::read_all_ports(sysfs_root(), gid_index_);
     if (traffic_->posted_wqes) {  // one packet at least per WQE (an RDMA write each)
-      const uint64_t wqes = traffic_->posted_wqes() - traffic_->wqes_before;
+      const uint64_t wqes = traffic_->posted_wqes() - traffic_->wqes_before + traffic_->wqes_carried;
       traffic_->messages = wqes;
       traffic_->packets = wqes;
     }
@@ -145,6 +145,14 @@ class VerbsLink final : public PointLink {
         r.error = "path check: " + reason;
       }
     }
+  }
+
+  // A later mini-gda session of the same point (one_op: the one-op part, then the round trip):
+  // one claim over both, against the counters read when the first began.
+  void continue_from(const VerbsLink& prev) {
+    before_ = prev.before_;
+    const Traffic& p = *prev.traffic_;
+    if (p.posted_wqes) traffic_->wqes_carried = p.posted_wqes() - p.wqes_before + p.wqes_carried;
   }
 
   std::string nic_json_ = "null", peer_host_;
@@ -338,6 +346,7 @@ void attach_gda_link(Run& run, std::function<uint64_t()> posted_wqes) {
   auto link = std::make_unique<VerbsLink>(peer, device, o.nic_port, o.gid_index, traffic);
   link->nic_json_ = net::to_json(net::describe_nic(sysfs_root(), device, o.nic_port, o.gid_index));
   if (peer) link->peer_host_ = peer->peer_host();
+  if (const auto* prev = dynamic_cast<const VerbsLink*>(run.link.get())) link->continue_from(*prev);
   run.link = std::move(link);
 }
 
