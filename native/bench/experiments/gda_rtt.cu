@@ -65,10 +65,9 @@ std::vector<Record> gda_rtt(Run& run) { return measure_rtt(run); }
 
 std::vector<Record> measure_rtt(Run& run) {
   const bool inl = run.param<std::string>("payload") == "inline";
-  // The answer comes from a second block polling the flag in this GPU's memory. Between two ranks
-  // it must come from rank 1 (two_rank.h: GICOMM_EXPERIMENT_SERVE), whose answers would need rank
-  // 0's flag buffer and rkey when its QPs connect; mini-gda registers that buffer only after its
-  // session (and so its DEVX QPs) exists.
+  // One process: the answer comes from a second block polling flag B in this GPU's memory. Two
+  // ranks: from rank 1's responder (below), told where flag A is: mini-gda registers this buffer
+  // only after its session connected its DEVX QPs, so rank 1 could not learn it then.
   GdaRig& rig = GdaRig::reuse(gda_config(run, 2), gda_memory(1 << 20));
   // Reset the flags (a previous point used the same values).
   if (rig.dst().pinned) {
