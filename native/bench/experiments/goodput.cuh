@@ -38,6 +38,6 @@ inline void add_launch(Measured& m, const DeviceBuffer<unsigned long long>& t0, 
 inline int warm_launches(const Run& run) { return std::min(std::max(run.warmup(), 0), 5); }
 inline int timed_launches(const Run& run) { return std::max(1, std::min(run.iters(), 50)); }
 
-Measured measure_proxy(const Run& run, const Shape& s);  // goodput_proxy.cu
+Measured measure_proxy(Run& run, const Shape& s);  // goodput_proxy.cu
 
 }  // namespace gicomm::bench::goodput

@@ -16,8 +16,10 @@
 #     gda_rtt, one_op (its round trip included)       gicomm-bench-gda, mlx5: the GPU ping on
 #                                                     rank 0, rank 1's responder answering into
 #                                                     rank 0's flag through its QP 0
+#     goodput mini-proxy verbs                        GPU producers on rank 0, pointer writes of 8 B
+#                                                     and 4 KiB into rank 1's buffer
 #     refused with the reason (PASS when every record is failed saying what it needs):
-#       loaded_rtt, goodput
+#       loaded_rtt, goodput on softnic-cpu
 #   loopback (one process, --topology loopback): the same three mini-gda experiments
 # Expected: about 120-200 s once built (the build: 3-5 min on 16 cores); everything stops by
 # DEADLINE_S (default 300 after the build). $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
@@ -97,8 +99,11 @@ points one_op mlx5 '{"payload": "inline"}'
 points gda_rtt mlx5 '{"payload": "inline", "variant": "gpu_fence"}' '{"payload": "pointer", "variant": "gpu_fence"}'
 echo '{"point_id": "nicrun-loaded_rtt-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"bulk_ctas": 0}}' \
   > "$logs/loaded_rtt.points.jsonl"
-echo '{"point_id": "nicrun-goodput-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"size": 8, "ctas": 1}}' \
-  > "$logs/goodput.points.jsonl"
+echo '{"point_id": "nicrun-goodput-softnic-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"size": 8, "ctas": 1}}' \
+  > "$logs/goodput_softnic.points.jsonl"
+for p in '{"size": 8, "ctas": 4, "msgs_total": 20000}' '{"size": 4096, "ctas": 1, "msgs_total": 4000}'; do
+  echo "{\"point_id\": \"nicrun-goodput-$(echo "$p" | tr -dc '0-9')\", \"transport\": \"mini-proxy\", \"nic_backend\": \"verbs\", \"params\": $p}"
+done > "$logs/goodput.points.jsonl"
 
 common="--campaign nicrun --host $(hostname) --platform h200 --provenance-id nicrun --run-index 0 --timeout-ms 20000"
 loops="--warmup 10 --iters 200"
@@ -160,29 +165,30 @@ budget() {
   return 1
 }
 
-# two_ranks EXPERIMENT DRIVER LIMIT_S [extra flags]; REFUSED=METRIC: judged by refused() instead
+# two_ranks EXPERIMENT DRIVER LIMIT_S [extra flags]; REFUSED=METRIC: judged by refused() instead;
+# STEP=NAME: the points file $logs/NAME.points.jsonl and the step's name (default: the experiment)
 two_ranks() {
-  local e=$1 drv=$2
-  budget "two_rank_$e" "$3" || return
+  local e=$1 drv=$2 n=${STEP:-$1}
+  budget "two_rank_$n" "$3" || return
   shift 3
   port=$((port + 1))
   t0=$(date +%s)
-  local flags="--experiment $e --points $logs/$e.points.jsonl $common --world-size 2 --rendezvous-port $port --peer-timeout-ms 30000"
+  local flags="--experiment $e --points $logs/$n.points.jsonl $common --world-size 2 --rendezvous-port $port --peer-timeout-ms 30000"
   # shellcheck disable=SC2086
-  GICOMM_EMU_SYSFS_DIR=$sys/$e.sys1 timeout "$t" "$emu" --devices mlx5_1:ib "$bin/$drv" $flags "$@" --rank 1 \
-    --nic-device mlx5_1 --out "$logs/$e.rank1.jsonl" > "$logs/two_rank_$e.rank1.log" 2>&1 &
+  GICOMM_EMU_SYSFS_DIR=$sys/$n.sys1 timeout "$t" "$emu" --devices mlx5_1:ib "$bin/$drv" $flags "$@" --rank 1 \
+    --nic-device mlx5_1 --out "$logs/$n.rank1.jsonl" > "$logs/two_rank_$n.rank1.log" 2>&1 &
   local p1=$!
   # shellcheck disable=SC2086
-  GICOMM_EMU_SYSFS_DIR=$sys/$e.sys0 timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" $flags "$@" --rank 0 \
-    --nic-device mlx5_0 --out "$logs/$e.rank0.jsonl" > "$logs/two_rank_$e.rank0.log" 2>&1
+  GICOMM_EMU_SYSFS_DIR=$sys/$n.sys0 timeout "$t" "$emu" --devices mlx5_0:ib "$bin/$drv" $flags "$@" --rank 0 \
+    --nic-device mlx5_0 --out "$logs/$n.rank0.jsonl" > "$logs/two_rank_$n.rank0.log" 2>&1
   local rc=$?
   wait $p1
   local rc1=$?
-  [ $rc1 -ne 0 ] && echo "  rank 1 of $e: exit $rc1" >> "$summary"
+  [ $rc1 -ne 0 ] && echo "  rank 1 of $n: exit $rc1" >> "$summary"
   if [ -n "${REFUSED:-}" ]; then
-    refused "two_rank_$e" $(( rc > rc1 ? rc : rc1 )) "$logs/$e.rank0.jsonl" "$REFUSED"
+    refused "two_rank_$n" $(( rc > rc1 ? rc : rc1 )) "$logs/$n.rank0.jsonl" "$REFUSED"
   else
-    verdict "two_rank_$e" $(( rc > rc1 ? rc : rc1 )) "$logs/$e.rank0.jsonl"
+    verdict "two_rank_$n" $(( rc > rc1 ? rc : rc1 )) "$logs/$n.rank0.jsonl"
   fi
 }
 
@@ -211,7 +217,8 @@ two_ranks gda_rtt gicomm-bench-gda 20 $loops
 # shellcheck disable=SC2086
 two_ranks one_op gicomm-bench-gda 25 $loops
 REFUSED='*' two_ranks loaded_rtt gicomm-bench-loaded-rtt 15 --warmup 10 --iters 100
-REFUSED='*' two_ranks goodput gicomm-bench-goodput 15 --iters 1
+two_ranks goodput gicomm-bench-goodput 40 --warmup 1 --iters 2
+STEP=goodput_softnic REFUSED='*' two_ranks goodput gicomm-bench-goodput 15 --iters 1
 # shellcheck disable=SC2086
 loopback gda_one_op gicomm-bench-gda 10 $loops
 loopback gda_msg_rate gicomm-bench-gda 10 --iters 1
