@@ -53,6 +53,7 @@
 // Metrics: rtt_ns or completion_ns (p50/p99 ...), bulk_msg_rate (Mmsg/s), probe_msg_rate (Mmsg/s).
 #include <algorithm>
 
+#include "harness/responder.h"
 #include "harness/two_rank.h"
 #include "loaded_rtt.cuh"
 
@@ -91,8 +92,8 @@ std::vector<Record> loaded_rtt(Run& run) {
   c.workers = run.param<uint32_t>("workers");
   c.rings = run.derived<uint32_t>("rings", std::min<uint32_t>(32, 2 + std::max<uint32_t>(1, c.bulk_ctas)));
   auto bad = [](const std::string& m) { throw PointFailure("bad parameter: " + m); };
-  if (proxy && c.nic != NicBackend::softnic_cpu)
-    bad(std::string("mini-proxy workers post to nic_backend softnic-cpu, got ") + name_of(c.nic));
+  if (proxy && c.nic != NicBackend::softnic_cpu && c.nic != NicBackend::verbs)
+    bad(std::string("mini-proxy workers post to nic_backend softnic-cpu or verbs, got ") + name_of(c.nic));
   if (c.bulk_tuned && (!proxy || c.shared))
     bad("bulk_enqueue=tuned needs transport mini-proxy and queue reserved (one producer per ring)");
   if (c.bulk_tuned && c.rings != 2 + std::max<uint32_t>(1, c.bulk_ctas))
@@ -100,9 +101,13 @@ std::vector<Record> loaded_rtt(Run& run) {
         std::to_string(c.rings) + " for bulk_ctas " + std::to_string(c.bulk_ctas));
   if (c.rings < c.workers) bad("rings must be in max(3, workers)..32");
   if (run.iters() > 100000) bad("--iters must be <= 100000 here");
-  refuse_two_ranks(run, "the loaded round trip",
-                   "an RDMA backend (mlx5 or verbs: its nic_backends are the software NIC's, in one process) "
-                   "for the bulk traffic to the peer, and rank 1's responder for the probe");
+  // Between two ranks the bulk traffic and the probe cross a NIC: mini-proxy's verbs backend does
+  // (the probe answered by rank 1's responder).
+  if (c.nic != NicBackend::verbs)
+    refuse_two_ranks(run, std::string("the loaded round trip on nic_backend ") + name_of(c.nic),
+                     "an RDMA backend for the bulk traffic to the peer and the probe's round trip through rank 1's "
+                     "responder (transport mini-proxy with nic_backend verbs has both; the software NIC's "
+                     "backends are one process's)");
   if (gpu_count() < 1) throw HardwareMissing("no CUDA device: gicomm-bench-loaded-rtt needs a GPU");
   GICOMM_CUDA(cudaSetDevice(0));
   int sms = 0;
@@ -110,7 +115,13 @@ std::vector<Record> loaded_rtt(Run& run) {
   // The probe, the responder and every bulk CTA spin on each other: all must be resident at once.
   if (2 + int(c.bulk_ctas) > sms) bad("2 + bulk_ctas must fit the GPU's " + std::to_string(sms) + " SMs (all blocks co-resident)");
   const RttRun r = proxy ? run_proxy(c, run) : run_gda(c, run);
-  return records_of(r, c.pingpong, static_cast<uint32_t>(std::max(1, run.iters())));
+  std::vector<Record> out = records_of(r, c.pingpong, static_cast<uint32_t>(std::max(1, run.iters())));
+  if (c.nic == NicBackend::verbs && c.pingpong && two_ranks()) {
+    Params params = run.point.params;
+    params.set("responder", std::string(kPongResponderKind));
+    for (Record& rec : out) rec.params = params;
+  }
+  return out;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "harness/proxy_rig.h"
+#include "harness/two_rank.h"
 #include "loaded_rtt.cuh"
 
 namespace gicomm::bench::loaded_rtt {
@@ -21,6 +22,7 @@ struct ProxyRttArgs {
   proxy::TunedProducer* tuned;   // per ring: rings 0 and 1, and the bulk rings when bulk_tuned
   uint32_t nrings;
   int shared, pingpong, bulk_tuned;
+  int peer_pong;                 // two ranks: rank 1's responder answers the probe (no block 1)
   uint32_t bulk_ctas;
   uint64_t* remote;              // host words the workers write (mapped): [0] ping, [8] pong, bulk from 16
   const uint64_t* remote_dev;    // the same through the device mapping
@@ -132,7 +134,7 @@ __global__ void proxy_rtt_kernel(ProxyRttArgs a) {
   }
   if (blockIdx.x == 1) {
     // ---- responder on ring 1 (tuned: its only producer) ----
-    if (!a.pingpong) return;
+    if (!a.pingpong || a.peer_pong) return;
     const proxy::RingView r = a.rings[1];
     proxy::TunedProducer tp = a.tuned[1];
     for (uint64_t v = 1; v <= a.warmup + a.iters; ++v) {
@@ -206,10 +208,24 @@ RttRun run_proxy(const RttConfig& c, Run& run) {
   MappedBuffer<uint64_t> remote(kProxyBulkBase + 32 * kProxyBulkSlots);
   MappedBuffer<ProxyFail> fail(1);
   DeviceBuffer<proxy::TunedProducer> tuned(nrings);
-  const ProxyRigSpec spec = ProxyRigSpec::on_node0(nrings, c.workers, c.batch, run.timeout_ns());
+  ProxyRigSpec spec = ProxyRigSpec::on_node0(nrings, c.workers, c.batch, run.timeout_ns());
+  spec.fetch_bytes = 0;  // nothing checks the words that landed at a peer (the path proof counts them)
+  run.rdma_provider = require_proxy_backend(c.nic);
   ProxyRig rig(spec);
-  rig.start(NicBackend::softnic_cpu, {remote.p, remote.n * 8}, {remote.p, remote.n * 8}, false);
+  rig.start(c.nic, {remote.p, remote.n * 8}, {remote.p, remote.n * 8}, false);
   GICOMM_CUDA(cudaSetDevice(0));
+  // Two ranks (verbs): the probe's pings and the bulk writes land at rank 1, whose responder
+  // (harness/responder.h, scheme "flag") answers each ping into the pong word here.
+  const bool peer_pong = c.nic == NicBackend::verbs && c.pingpong && two_ranks();
+  if (peer_pong) {
+    net::Message ask;
+    ask.set("scheme", "flag");
+    ask.set_u64("ping_word", kPingSlot);
+    ask.set_u64("pong_word", kPongSlot);
+    // The first ping comes once every bulk CTA runs and settle_us passed.
+    ask.set_u64("wait_ms", uint64_t(run.options.timeout_ms) + uint64_t(c.settle_us) / 1000 + 1);
+    start_peer_responder(run, ask);
+  }
 
   const RunBufs rb(static_cast<uint32_t>(std::max(1, run.iters())), nbulk);
   DeviceBuffer<unsigned long long> ring_tickets(nrings);
@@ -219,6 +235,7 @@ RttRun run_proxy(const RttConfig& c, Run& run) {
   a.tuned = tuned.p;
   a.nrings = nrings;
   a.bulk_tuned = c.bulk_tuned ? 1 : 0;
+  a.peer_pong = peer_pong ? 1 : 0;
   a.remote = remote.p;
   a.remote_dev = remote.d;
   a.timeout_ns = spec.timeout_ns;
@@ -247,6 +264,7 @@ RttRun run_proxy(const RttConfig& c, Run& run) {
     const bool tuned_ring = r == 1 || (r == 0 && !c.shared) || (r >= 2 && c.bulk_tuned);
     expected[r] = tuned_ring ? tk[r] : res[r];
   }
+  if (peer_pong) expected[1] = 0;  // the answers came from rank 1
   std::string err;
   if (!rig.drain(expected, &err)) throw PointFailure("mini-proxy drain: " + err);
   rb.read_bulk(out);

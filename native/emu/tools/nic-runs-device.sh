@@ -18,11 +18,14 @@
 #                                                     rank 0's flag through its QP 0
 #     goodput mini-proxy verbs                        GPU producers on rank 0, pointer writes of 8 B
 #                                                     and 4 KiB into rank 1's buffer
+#     loaded_rtt mini-proxy verbs                     the probe's pings and the bulk CTAs' writes
+#                                                     into rank 1's buffer, rank 1's responder
+#                                                     answering the probe
 #     refused with the reason (PASS when every record is failed saying what it needs):
-#       loaded_rtt, goodput on softnic-cpu
+#       loaded_rtt and goodput on softnic-cpu
 #   loopback (one process, --topology loopback): the same three mini-gda experiments
-# Expected: about 120-200 s once built (the build: 3-5 min on 16 cores); everything stops by
-# DEADLINE_S (default 300 after the build). $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
+# Expected: about 150-260 s once built (the build: 3-5 min on 16 cores); everything stops by
+# DEADLINE_S (default 330 after the build). $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
 # per step, the records' status, topology and path_check verdict), records.jsonl (rank 0's
 # records of every step, tagged with "step") and logs.tar.gz (build, step logs, points files).
 # What to check: every step PASS; in records.jsonl every record has path_check.verdict "ok",
@@ -67,7 +70,7 @@ if [ $rc -ne 0 ]; then
   pack
   exit 1
 fi
-deadline=$(( $(date +%s) + ${DEADLINE_S:-300} ))
+deadline=$(( $(date +%s) + ${DEADLINE_S:-330} ))
 bin=$build/bin
 emu=$bin/gicomm-emu-run
 # The emulation rewrites its counter files once per engine pass: on tmpfs, not the disk.
@@ -97,8 +100,11 @@ points proxy_one_op verbs '{"mode": "pingpong", "workers": 1, "state": "warm", "
   '{"mode": "pingpong", "workers": 2, "state": "cold", "idle_ms": 50}'
 points one_op mlx5 '{"payload": "inline"}'
 points gda_rtt mlx5 '{"payload": "inline", "variant": "gpu_fence"}' '{"payload": "pointer", "variant": "gpu_fence"}'
-echo '{"point_id": "nicrun-loaded_rtt-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"bulk_ctas": 0}}' \
-  > "$logs/loaded_rtt.points.jsonl"
+echo '{"point_id": "nicrun-loaded_rtt-softnic-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"bulk_ctas": 0}}' \
+  > "$logs/loaded_rtt_softnic.points.jsonl"
+for p in '{"queue": "reserved", "bulk_ctas": 0}' '{"queue": "reserved", "bulk_ctas": 4}' '{"queue": "shared", "bulk_ctas": 4}'; do
+  echo "{\"point_id\": \"nicrun-loaded_rtt-$(echo "$p" | tr -dc 'a-z0-9' | head -c 24)\", \"transport\": \"mini-proxy\", \"nic_backend\": \"verbs\", \"params\": $p}"
+done > "$logs/loaded_rtt.points.jsonl"
 echo '{"point_id": "nicrun-goodput-softnic-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"size": 8, "ctas": 1}}' \
   > "$logs/goodput_softnic.points.jsonl"
 for p in '{"size": 8, "ctas": 4, "msgs_total": 20000}' '{"size": 4096, "ctas": 1, "msgs_total": 4000}'; do
@@ -216,7 +222,8 @@ two_ranks proxy_one_op gicomm-bench-proxy 40 $loops
 two_ranks gda_rtt gicomm-bench-gda 20 $loops
 # shellcheck disable=SC2086
 two_ranks one_op gicomm-bench-gda 25 $loops
-REFUSED='*' two_ranks loaded_rtt gicomm-bench-loaded-rtt 15 --warmup 10 --iters 100
+two_ranks loaded_rtt gicomm-bench-loaded-rtt 45 --warmup 10 --iters 100
+STEP=loaded_rtt_softnic REFUSED='*' two_ranks loaded_rtt gicomm-bench-loaded-rtt 15 --warmup 10 --iters 100
 two_ranks goodput gicomm-bench-goodput 40 --warmup 1 --iters 2
 STEP=goodput_softnic REFUSED='*' two_ranks goodput gicomm-bench-goodput 15 --iters 1
 # shellcheck disable=SC2086
