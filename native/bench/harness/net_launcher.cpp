@@ -151,6 +151,7 @@ void NetLauncher::serve_verbs(const Options& o, const net::Message& req, PeerTar
   // replaces the first; the counters stay those of the point's start, so the check covers both.
   const bool first = !t->endpoint;
   if (t->responder) fail("the point's responder still answers through its QPs: new QPs are refused");
+  t->endpoint.reset();  // its memory region covers the buffer, reallocated here
   t->buffer.assign((bytes + 7) / 8, 0);
   verbs::VerbsConfig vc;
   vc.device = o.nic_device;

@@ -92,9 +92,10 @@ struct Traffic {
 // `inner`, counting what its channels post into `traffic`.
 std::unique_ptr<proxy::Backend> metered(std::unique_ptr<proxy::Backend> inner, std::shared_ptr<Traffic> traffic);
 
-// Rank 1's side of a point. Members go in reverse order: the responder before the backend it
-// posts through, the backend before the QPs.
+// Rank 1's side of a point. Destroyed in reverse order: the responder (which polls the buffer)
+// before the backend it posts through, the backend before the QPs, the QPs before the buffer.
 struct PeerTarget {
+  std::vector<uint64_t> buffer;
 #if defined(GICOMM_BENCH_WITH_VERBS)
   std::unique_ptr<verbs::VerbsEndpoint> endpoint;
 #endif
@@ -102,7 +103,6 @@ struct PeerTarget {
   std::unique_ptr<proxy::Backend> backend;   // the responder's, through the endpoint's QPs
   std::unique_ptr<Responder> responder;
   uint32_t qps = 0;
-  std::vector<uint64_t> buffer;
   std::string device;
   int port = 1, gid_index = 0;
   std::vector<net::PortTraffic> before;
