@@ -156,6 +156,8 @@ class VerbsLink final : public PointLink {
   }
 
   std::string nic_json_ = "null", peer_host_;
+  uint64_t offered_addr_ = 0;  // two ranks, verbs: this rank's buffer as offered to the peer
+  uint32_t offered_rkey_ = 0;
 
  private:
   NetLauncher* peer_;
@@ -255,6 +257,8 @@ std::unique_ptr<proxy::Backend> open_verbs_path(Run& run, uint32_t qps, void* re
   auto link = std::make_unique<VerbsLink>(peer, device, o.nic_port, o.gid_index, traffic);
   link->nic_json_ = net::to_json(net::describe_nic(sysfs_root(), device, o.nic_port, o.gid_index));
   link->peer_host_ = peer->peer_host();
+  link->offered_addr_ = ep->local().buffer_addr;
+  link->offered_rkey_ = ep->local().rkey;
   auto be = ep->backend(&err);
   if (!be) throw PointFailure(err);
   run.link = std::move(link);
@@ -348,6 +352,14 @@ void attach_gda_link(Run& run, std::function<uint64_t()> posted_wqes) {
   if (peer) link->peer_host_ = peer->peer_host();
   if (const auto* prev = dynamic_cast<const VerbsLink*>(run.link.get())) link->continue_from(*prev);
   run.link = std::move(link);
+}
+
+bool offered_buffer(const Run& run, uint64_t* addr, uint32_t* rkey) {
+  const auto* link = dynamic_cast<const VerbsLink*>(run.link.get());
+  if (!link || !link->offered_addr_) return false;
+  *addr = link->offered_addr_;
+  *rkey = link->offered_rkey_;
+  return true;
 }
 
 void fetch_peer_buffer(Run& run, void* remote, size_t bytes) {

@@ -8,6 +8,7 @@
 // one gicomm-bench-proxy registers) answering each ping; rtt_ns per exchange, then both
 // destinations checked (ring 0's words at rank 1, fetched back; ring 1's here).
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -109,6 +110,15 @@ std::vector<Record> cpu_pingpong(Run& run) {
   ask.set_u64("window", window);
   ask.set_u64("wait_ms", run.options.timeout_ms);
   ask.set("yield", "1");
+  // Tests only: name the answers' target explicitly (as mini-gda must), instead of the buffer
+  // offered when the QPs connected.
+  if (const char* t = std::getenv("GICOMM_TEST_RESPONDER_TARGET"); t && std::string(t) == "explicit") {
+    uint64_t addr = 0;
+    uint32_t rkey = 0;
+    if (!offered_buffer(run, &addr, &rkey)) throw PointFailure("no buffer offered to the peer");
+    ask.set_u64("addr", addr);
+    ask.set_u64("rkey", rkey);
+  }
   start_peer_responder(run, ask);
   const uint64_t total = uint64_t(run.warmup()) + uint64_t(run.iters());
   std::vector<double> rtt;

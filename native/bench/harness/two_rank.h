@@ -37,6 +37,10 @@ namespace gicomm::bench {
 std::unique_ptr<proxy::Backend> open_verbs_path(Run& run, uint32_t qps, void* remote, size_t remote_bytes,
                                                 void* local, size_t local_bytes);
 
+// Two ranks: the address and rkey of this rank's `remote` buffer as open_verbs_path offered it to
+// the peer for the current point (where a responder may be told to answer); false otherwise.
+bool offered_buffer(const Run& run, uint64_t* addr, uint32_t* rkey);
+
 // Two ranks: copies the peer's buffer (what this rank's writes left there) into `remote`, so the
 // experiment checks the data where it landed. One rank: nothing to do.
 void fetch_peer_buffer(Run& run, void* remote, size_t bytes);

@@ -8,7 +8,8 @@
 #   3. no rank 1 (no rank 0): the other fails within the peer timeout, naming the missing rank
 #   4. rank 1 with another points file: both refuse, naming the point
 #   5. one rank: refused without --topology loopback (exit 3); with it, a path_check on the record
-#   6. proxy_one_op pingpong: rank 1's responder answers every ping; traffic proven both ways
+#   6. proxy_one_op pingpong: rank 1's responder answers every ping; traffic proven both ways (and
+#      with the answers' address and rkey named in the request, as mini-gda names them)
 #   7. a responder that never answers: rank 0's record fails, saying it saw no answer and what rank
 #      1's responder saw (the ping, then no further one within its wait)
 set -u
@@ -128,6 +129,15 @@ grep -q '"peer_tx_bytes": [1-9]' "$dir/pingpong.rank0.jsonl" && grep -q '"rx_byt
 grep -q '"topology": "two-rank"' "$dir/pingpong.rank0.jsonl" || bad "pingpong: topology is not two-rank"
 grep -q 'responder ok: saw 310 pings, answered 310' "$dir/pingpong.rank1.log" || bad "pingpong: rank 1 did not answer 310 pings"
 grep -o '"p50": [0-9.e+]*' "$dir/pingpong.rank0.jsonl" | sed 's/^/pingpong rtt_ns /'
+port=$((port + 1))
+
+# 6b. the same, rank 0 naming the answers' address and rkey in its request (as mini-gda does)
+rank 1 explicit --warmup 0 --iters 50 & p1=$!
+GICOMM_TEST_RESPONDER_TARGET=explicit rank 0 explicit --warmup 0 --iters 50; rc0=$?
+wait $p1; rc1=$?
+[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q '"verdict": "ok"' "$dir/explicit.rank0.jsonl" &&
+  grep -q 'responder ok: saw 50 pings, answered 50' "$dir/explicit.rank1.log" ||
+  { cat "$dir/explicit.rank0.log" "$dir/explicit.rank1.log"; bad "explicit target: exit $rc0 / $rc1"; }
 port=$((port + 1))
 
 # 7. rank 1's responder sees the pings and never answers (tests only)
