@@ -10,6 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import REPO
 
@@ -56,6 +57,12 @@ def test_full_local_run_produces_report_with_provenance(repo_copy: Path):
         assert (report / "figures" / f"{exp.name}.svg").exists()
         assert (report / "data" / f"{exp.name}.csv").exists()
     assert (repo_copy / "results/combined/records.csv").exists()
+    # Every point the drivers measured carries the host's load while it ran, shown beside spread.
+    tidy = pd.read_csv(repo_copy / "results/citest/tidy/records.csv", low_memory=False)
+    measured = tidy[tidy["status"] == "ok"]
+    assert not measured.empty and measured["host_loadavg_1m"].notna().all()
+    assert (measured["host_ncpu"] >= 1).all() and measured["host_self_cpus"].notna().all()
+    assert "spread, host load</th>" in index
     # The evaluator's zip carries the report, the tidy tables and the provenance.
     with zipfile.ZipFile(repo_copy / "results/citest/export/citest-report.zip") as z:
         names = set(z.namelist())

@@ -7,7 +7,8 @@ job, job states read by the plugin through sacct/slurmdbd) and once through `--p
 The tidy tables (tidy/records.csv, one row per record; aggregate/summary.csv, across runs) must be
 equal after dropping the fields that legitimately differ between two runs: the timestamp (when a
 point ran) and every measured value or clock reading (p50, p90, p99 and their _min/_max/_ci_*
-companions, min, max, mean, stddev, sm_clock_*, cpu_clock_*): timing noise.
+companions, min, max, mean, stddev, sm_clock_*, cpu_clock_*, and the host's load host_*):
+timing noise.
 
 The Slurm run goes all the way to the report; the local reference stops at the tidy tables (the
 local profile's full run is tests/test_pipeline.py's). Everything else must match row for row: which
@@ -55,7 +56,7 @@ experiments: {experiments}
 """
 # Fields that legitimately differ between two runs of the same config (see the module docstring):
 # when a point ran, and every measured value or clock reading.
-VOLATILE = re.compile(r"^(timestamp|p\d+(_\w+)?|min|max|mean|stddev|(sm|cpu)_clock\w*)$")
+VOLATILE = re.compile(r"^(timestamp|p\d+(_\w+)?|min|max|mean|stddev|(sm|cpu)_clock\w*|host_\w+)$")
 # The tidy tables compared, under results/e2e/.
 TABLES = ("tidy/records.csv", "aggregate/summary.csv")
 TIDY_TARGETS = [f"results/e2e/{t}" for t in TABLES]

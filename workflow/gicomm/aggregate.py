@@ -8,7 +8,8 @@ Output tables (results/<campaign>/aggregate/):
   median over runs of the per-run p50 and p99, their min and max over runs, the 95% Student-t
   interval of the per-run p50s (gicomm.intervals, as the verdicts use; empty with fewer than
   two runs), the median over runs of the overhead above the same-run floor (overhead_ns, where
-  one applies), and the path checks of the runs aggregated.
+  one applies), the path checks of the runs aggregated, and the worst host load over the runs
+  (host_others_busy_max, host_loadavg_max: gicomm.hostload).
 - ratios.csv: for every pair of transports measured at the same point in the same process run,
   the per-run ratio of their p50, then its median, min and max over runs.
 
@@ -28,6 +29,7 @@ from gicomm.columns import (
     observed_columns,
     param_columns,
 )
+from gicomm.hostload import over_runs as host_load_over_runs
 from gicomm.intervals import t_interval
 
 REAL_NIC_BACKENDS = ("mlx5", "verbs")
@@ -107,6 +109,7 @@ def summarize_runs(df: pd.DataFrame) -> pd.DataFrame:
                 "overhead_ns": float(overhead.median()) if not overhead.empty else np.nan,
                 "path_check": _distinct(g["path_check"]) if "path_check" in g else np.nan,
             }
+            | host_load_over_runs(g)
             | {c: _observed_value(g[c]) for c in observed}
         )
     out = pd.DataFrame(rows, columns=keys + SUMMARY_STATS + observed)

@@ -14,6 +14,10 @@ alone; the verdict is decided on the runs (config/claims.yaml `decide`):
   not run or not runnable here, it needs an mlx5 NIC and only a software or emulated NIC was
   measured, it needs another GPU, locked SM clocks, or the selected points are absent).
 
+Beside the spread, each claim carries the worst host load over its points' runs (host_busy: the
+share of the cores the benchmark left free that other work kept busy; host_loadavg), and its reason
+warns when host_busy exceeds `decide.host_load_warning` (gicomm.hostload).
+
 A software NIC (softnic) or an emulated NIC never reproduces a claim that needs a real NIC.
 """
 
@@ -28,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gicomm import CONFIG_DIR, labels
+from gicomm import CONFIG_DIR, hostload, labels
 from gicomm.catalogue import PAPER_DIR, experiment_names
 from gicomm.columns import param_column
 from gicomm.errors import ConfigError
@@ -48,7 +52,11 @@ UNSTABLE = "unstable"
 TOO_FEW_RUNS = "too few runs"
 NOT_MEASURABLE = "not measurable here"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, UNSTABLE, TOO_FEW_RUNS, NOT_MEASURABLE)
-DEFAULT_DECIDE = {"min_runs": 5, "spread_warning": 1.5}
+DEFAULT_DECIDE = {
+    "min_runs": 5,
+    "spread_warning": 1.5,
+    "host_load_warning": hostload.DEFAULT_WARNING,
+}
 # Preference among backends when a point was measured on several: real NIC first.
 BACKEND_PREFERENCE = ("mlx5", "verbs", "softnic-gpu", "softnic-cpu", "nvlink", "none", "")
 RESULT_COLUMNS = [
@@ -67,6 +75,8 @@ RESULT_COLUMNS = [
     "ci_lo",
     "ci_hi",
     "spread",
+    "host_busy",
+    "host_loadavg",
     "verdict",
     "reason",
     "requires",
@@ -90,7 +100,8 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
 
 
 def decide_settings(path: Path = CLAIMS_FILE) -> dict[str, Any]:
-    """How verdicts are decided (config/claims.yaml `decide`: min_runs, spread_warning)."""
+    """How verdicts are decided (config/claims.yaml `decide`: min_runs, spread_warning,
+    host_load_warning)."""
     return DEFAULT_DECIDE | (load_yaml(path).get("decide") or {})
 
 
@@ -395,6 +406,8 @@ def check_claim(
         "ci_lo": math.nan,
         "ci_hi": math.nan,
         "spread": math.nan,
+        "host_busy": math.nan,
+        "host_loadavg": math.nan,
         "requires": requirement_text(claim["requires"]),
     }
     try:
@@ -411,6 +424,10 @@ def check_claim(
     verdict, lo, hi, why = decide_verdict(claim["check"], paper["value"], ev, per_run, decide)
     values = [e.measured for e in per_run]
     where = {"softnic": " (software NIC: model numbers)", "emulated NIC": " (emulated NIC)"}
+    _, points = choose_backend(ctx, claim, ev.backend)
+    load = hostload.over_runs(pd.concat(points.values()))
+    busy, loadavg = load["host_others_busy_max"], load["host_loadavg_max"]
+    warn = hostload.warning(busy, loadavg, float(decide["host_load_warning"]))
     return row | {
         "measured": ev.measured,
         "measured_text": ev.text,
@@ -419,8 +436,12 @@ def check_claim(
         "ci_lo": lo,
         "ci_hi": hi,
         "spread": spread(values) if claim["check"]["kind"] != "ordering" else math.nan,
+        "host_busy": busy,
+        "host_loadavg": loadavg,
         "verdict": verdict,
-        "reason": why + where.get(nic_kind(ev.backend.split(" ")[0]), ""),
+        "reason": why
+        + where.get(nic_kind(ev.backend.split(" ")[0]), "")
+        + (f" {warn}" if warn else ""),
     }
 
 

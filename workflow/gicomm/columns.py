@@ -9,6 +9,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from gicomm.hostload import SUMMARY_COLUMNS as HOST_LOAD_SUMMARY
+
 # Who measured what: a campaign's host and platform, the experiment, the point's transport and NIC
 # backend (its other parameters are the param_ columns).
 WHERE_COLUMNS = ["campaign", "host", "platform", "experiment", "transport", "nic_backend"]
@@ -68,6 +70,8 @@ SUMMARY_STATS = [
     *CEILING_COLUMNS,
     "overhead_ns",
     "path_check",
+    # the worst host load over the point's runs (gicomm.hostload)
+    *HOST_LOAD_SUMMARY,
 ]
 RATIO_COLUMNS = ["numerator", "denominator", "runs", "ratio", "ratio_min", "ratio_max"]
 

@@ -1,9 +1,10 @@
 """The HTML report of a campaign, and the page across campaigns.
 
 Campaign report (results/<campaign>/report/):
-  index.html              the claims table (paper value | this campaign | runs, interval, spread |
-                          verdict), every paper experiment with its status, the paper figures and
-                          tables, hosts with provenance and the noise the probe recorded
+  index.html              the claims table (paper value | this campaign | runs, interval, spread,
+                          host load | verdict), every paper experiment with its status, the
+                          paper figures and tables, hosts with provenance and the noise the
+                          probe recorded
   tables.html             every paper table, paper first, ours under each row
   experiments/<exp>.html  figures, the tables of this experiment, claim checks, the sweep (median,
                           min..max, 95% interval and spread over runs, p99), same-run transport
@@ -34,7 +35,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from gicomm import CONFIG_DIR, REPO_ROOT, status
+from gicomm import CONFIG_DIR, REPO_ROOT, hostload, status
 from gicomm.catalogue import (
     CATALOGUE,
     FIGURES,
@@ -43,7 +44,7 @@ from gicomm.catalogue import (
     TableSpec,
     paper_place,
 )
-from gicomm.claims import VERDICTS, where_ran
+from gicomm.claims import VERDICTS, decide_settings, where_ran
 from gicomm.columns import PARAM_PREFIX, SERIES_KEYS, as_text, param_columns, param_name
 from gicomm.fsutil import write_atomic
 from gicomm.intervals import point_intervals
@@ -57,7 +58,8 @@ TEMPLATES = REPO_ROOT / "report" / "templates"
 MAX_TABLE_ROWS = 1500  # longer sweeps are cut in the page (the CSVs carry every row)
 SWEEP_COLUMNS = ["transport", "nic_backend", "rdma_provider", "topology", "doorbell_target",
                  "cpu_clock_state", "host", "metric", "unit", "runs", "p50", "p50_min", "p50_max",
-                 "ci95_lo", "ci95_hi", "run_spread", "p99", "p99_max", "sm_clock_mhz",
+                 "ci95_lo", "ci95_hi", "run_spread", *hostload.SUMMARY_COLUMNS, "p99", "p99_max",
+                 "sm_clock_mhz",
                  "engine_ceiling", "model_nic_bound", "path_check"]  # fmt: skip
 
 
@@ -268,8 +270,10 @@ def paper_text(value: float, unit: str, platform: str) -> str:
 VERDICT_ORDER = {v: i for i, v in enumerate(VERDICTS)}
 
 
-def runs_text(r: dict[str, Any]) -> str:
-    """'5 runs: 0.19..0.21 us, max/min 1.04x' (blank where the claim was not measured)."""
+def runs_text(r: dict[str, Any], host_load_warning: float = hostload.DEFAULT_WARNING) -> str:
+    """'5 runs: 0.19..0.21 us, max/min 1.04x; host: others 12% of free cores, load 0.4' (blank
+    where the claim was not measured); 'HIGH host load' leads the host part above the warning
+    level."""
     runs = int(float(r.get("runs") or 0))
     if not runs:
         return ""
@@ -280,7 +284,10 @@ def runs_text(r: dict[str, Any]) -> str:
         text += f": {lo:.3g}..{hi:.3g}{unit}"
     if isinstance(r.get("spread"), float):
         text += f", max/min {r['spread']:.2f}x"
-    return text
+    busy, loadavg = r.get("host_busy"), r.get("host_loadavg")
+    load = hostload.load_text(busy, loadavg) or "host load not recorded"
+    high = "HIGH " if hostload.loaded(busy, host_load_warning) else ""
+    return f"{text}; {high}{load}"
 
 
 def claim_rows(claims: pd.DataFrame, by_verdict: bool = False) -> list[dict[str, Any]]:
@@ -288,10 +295,11 @@ def claim_rows(claims: pd.DataFrame, by_verdict: bool = False) -> list[dict[str,
     if claims.empty:
         return []
     rows = []
+    threshold = float(decide_settings()["host_load_warning"])
     for r in claims.astype(object).where(claims.notna(), "").to_dict("records"):
         r["paper_text"] = paper_text(float(r["paper_value"]), r["paper_unit"], r["paper_platform"])
         r["css"] = str(r["verdict"]).replace(" ", "-")
-        r["runs_text"] = runs_text(r)
+        r["runs_text"] = runs_text(r, threshold)
         rows.append(r)
     if by_verdict:
         rows.sort(key=lambda r: VERDICT_ORDER.get(r["verdict"], 3))
@@ -593,6 +601,7 @@ def render_combined_report(
         if not c.empty:
             frames.append(c.assign(campaign=campaign))
     claims = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    threshold = float(decide_settings()["host_load_warning"])
     matrix = []
     if not claims.empty:
         for cid, g in claims.groupby("id", sort=False):
@@ -605,6 +614,7 @@ def render_combined_report(
                     "text": row["measured_text"] if isinstance(row["measured_text"], str)
                     and row["measured_text"] else row["reason"],
                     "backend": row["backend"] if isinstance(row["backend"], str) else "",
+                    "noise": runs_text(row.where(row.notna(), "").to_dict(), threshold),
                 }  # fmt: skip
             matrix.append({
                 "id": cid, "claim": first["claim"], "paper_ref": first["paper_ref"],

@@ -2,8 +2,9 @@
 
 The tidy table of a campaign is results/<campaign>/tidy/records.csv; across campaigns,
 results/combined/records.csv. Columns (gicomm.columns): the record's identity and context fields,
-`param_<name>` per sweep parameter, the statistics (n, p50, p90, p99, min, max, mean, stddev), and
-for each latency config/floors.yaml names, its same-run floor (floor, floor_ns) and overhead_ns.
+`param_<name>` per sweep parameter, the host's load while the point ran (host_*: gicomm.hostload),
+the statistics (n, p50, p90, p99, min, max, mean, stddev), and for each latency config/floors.yaml
+names, its same-run floor (floor, floor_ns) and overhead_ns.
 
 Before a table is made, the raw files are checked as a whole: a campaign holds each metric of each
 point of each run once, a raw file holds only records of its own campaign, experiment, host and run
@@ -32,6 +33,8 @@ from gicomm.columns import (
 )
 from gicomm.doctor.floors import attach_floors
 from gicomm.errors import RecordError
+from gicomm.hostload import HOST_LOAD_COLUMNS
+from gicomm.hostload import flatten as host_load_columns
 from gicomm.layout import RawFile, raw_file_of
 from gicomm.records import record_key, scan_records
 
@@ -40,6 +43,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
     row = {k: record.get(k) for k in ID_COLUMNS}
     row |= {k: record[k] for k in PROVENANCE_COLUMNS + CEILING_COLUMNS if k in record}
     row |= {k: record[k] for k in ("floor", "floor_ns") if k in record}
+    row |= host_load_columns(record)
     check = record.get("path_check")
     if isinstance(check, dict):
         row |= {col: check.get(key) for col, key in PATH_CHECK_COLUMNS.items()}
@@ -57,7 +61,7 @@ def tidy_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=ID_COLUMNS + STAT_COLUMNS + [SAMPLES_COLUMN] + FLOOR_COLUMNS)
     df = pd.DataFrame(rows)
-    extra = [*PROVENANCE_COLUMNS, *CEILING_COLUMNS, *PATH_CHECK_COLUMNS]
+    extra = [*PROVENANCE_COLUMNS, *CEILING_COLUMNS, *PATH_CHECK_COLUMNS, *HOST_LOAD_COLUMNS]
     provenance = [c for c in extra if c in df.columns]
     params = param_columns_of(df.columns)
     df = attach_floors(df)

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -21,6 +22,13 @@
 namespace gicomm::baselines {
 
 namespace {
+
+// This rank's current point window (harness/host_load.h): opened when the rank starts and again
+// after each point it writes, so each point's records carry the host's load while it ran.
+std::optional<gicomm::bench::HostLoadWindow>& point_window() {
+  static std::optional<gicomm::bench::HostLoadWindow> w;
+  return w;
+}
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) {
@@ -99,6 +107,7 @@ std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankCont
       ctx.rank = r;
       ctx.nranks = nranks;
       int code = 1;
+      point_window().emplace();
       try {
         code = body(ctx);
       } catch (const std::exception& e) {
@@ -228,6 +237,7 @@ int hardware_missing(const RankContext& ctx, const std::string& reason) {
 }
 
 void write_point(const RankContext& ctx, const Point& p, const std::vector<Record>& records) {
+  const auto load = point_window() ? point_window()->finish() : std::nullopt;
   std::string lines;
   for (Record r : records) {
     if (r.rdma_provider.empty()) r.rdma_provider = ctx.rdma_provider;
@@ -237,8 +247,10 @@ void write_point(const RankContext& ctx, const Point& p, const std::vector<Recor
       for (const auto& [k, v] : ctx.extra_params) merged.set(k, v);
       r.params = merged;
     }
+    if (!r.host_load) r.host_load = load;
     lines += gicomm::bench::record_to_json(r, ctx.options, ctx.info, p) + "\n";
   }
+  if (point_window()) point_window().emplace();
   if (!lines.empty()) gicomm::bench::append_lines_atomically(ctx.options.out_path, lines);
 }
 

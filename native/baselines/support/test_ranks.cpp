@@ -102,6 +102,7 @@ int main() {
   std::string text = slurp(out1);
   CHECK(rc == 0, "driver exit code");
   CHECK(text.find("\"point_id\": \"a\"") != std::string::npos, "point a recorded");
+  CHECK(text.find("\"host_load\": {") != std::string::npos, "a rank's point carries the host's load while it ran");
   CHECK(text.find("\"status\": \"failed\"") != std::string::npos, "point b failed");
   CHECK(text.find("ncclCommInitRank: unhandled system error") != std::string::npos, "failure names the exception");
   CHECK(text.find("\"point_id\": \"o\"") == std::string::npos, "other transports are left alone");

@@ -95,6 +95,14 @@ std::string record_to_json(const Record& r, const Options& o, const DriverInfo& 
   if (!r.peer.empty()) j["peer"] = Json::parse(r.peer);
   if (!r.floor.empty()) j["floor"] = r.floor;
   if (r.floor_ns) j["floor_ns"] = json_number_value(*r.floor_ns);
+  if (r.host_load) {
+    const HostLoad& h = *r.host_load;
+    j["host_load"] = {{"loadavg_1m", json_number_value(h.loadavg_1m)},
+                      {"cpu_busy", h.cpu_busy ? json_number_value(*h.cpu_busy) : Json(nullptr)},
+                      {"self_cpus", json_number_value(h.self_cpus)},
+                      {"ncpu", h.ncpu},
+                      {"window_s", json_number_value(h.window_s)}};
+  }
   j["run_index"] = o.run_index;
   j["provenance_id"] = o.provenance_id;
   j["status"] = r.status;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/host_load.h"
 #include "harness/params.h"
 
 namespace gicomm::bench {
@@ -50,6 +51,9 @@ struct Record {
   // config/floors.yaml and its p50; empty: the tidy table joins it from the floors experiment.
   std::string floor;
   std::optional<double> floor_ns;
+  // What else kept the host busy over the point's window (harness/host_load.h); absent where
+  // /proc cannot be read.
+  std::optional<HostLoad> host_load;
 
   static Record ok(std::string metric, std::string unit, const Stats& s) {
     Record r;

@@ -234,6 +234,7 @@ int run_driver(int argc, char** argv) {
     std::vector<Record> records;
     std::string summary, failure;
     int missing_rc = 0;
+    const HostLoadWindow load_window;  // every record of the point carries the host's load over it
     current() = &run;
     try {
       if (!bad.empty()) throw PointFailure("bad parameter: " + bad);
@@ -248,6 +249,8 @@ int run_driver(int argc, char** argv) {
       failure = e.what();
     }
     current() = nullptr;
+    const std::optional<HostLoad> point_load = load_window.finish();
+    for (Record& r : records) r.host_load = point_load;
     if (missing_rc && peer) peer->stop_after_point();
     // The NIC path is finished (the peer released, counters checked) even when the point failed.
     try {

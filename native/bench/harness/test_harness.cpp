@@ -112,11 +112,14 @@ void contract() {
   CHECK(a["sm_clock_mhz"] == 1980 && a["params"]["injected_ns"] == 100);
   // The transport and NIC backend beside the params, never in them; declared defaults apply.
   CHECK(a["transport"] == "none" && a["nic_backend"] == "none" && !a["params"].contains("transport"));
+  // The host's load over the point's window, on every record the runner writes (failed ones too).
+  CHECK(a.contains("host_load") && a["host_load"]["ncpu"].get<int>() >= 1, "%s", lines[0].c_str());
   const Json b = Json::parse(lines[1]);
   CHECK(b["status"] == "failed" && b["error"].get<std::string>().find("QP 3") != std::string::npos &&
             !b.contains("stats"),
         "failed record names the failure");
   CHECK(b["transport"] == "none", "a failed point still names the transport it asked for");
+  CHECK(b.contains("host_load"), "a failed point's record carries the host load too");
   // Rerun: nothing left to do.
   calls = 0;
   CHECK(run(base) == 0 && calls == 0, "rerun skips finished points");
