@@ -21,7 +21,7 @@
 # harness is new: it waits on streams, never on the device, and frees device memory only once the
 # engine stopped); whether points are model-NIC bound is the finding, not a pass/fail.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT_DIR=${OUT:-$PWD/device-out}/ceiling
 BUILD=${GICOMM_DEVICE_BUILD:-build/device}
 TOTAL_S=${TOTAL_S:-540}

@@ -15,10 +15,9 @@
 # $OUT receives summary.txt (one PASS/FAIL line per step), results.jsonl (every JSON line the
 # programs printed, tagged with the step) and logs.tar.gz (build and step logs).
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../.." || exit 1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/tmp/gicomm-emu-out}
-deadline=$(( $(date +%s) + ${DEADLINE_S:-560} ))
 logs=$out/logs
 mkdir -p "$logs"
 summary=$out/summary.txt
@@ -28,26 +27,15 @@ build=${GICOMM_DEVICE_BUILD:-build/emu-device}
 bin=$build/bin
 fails=0
 
-left() { echo $(( deadline - $(date +%s) )); }
-# step NAME EXPECTED_RC TIMEOUT_S command...: runs it with the smaller of its timeout and the time
-# left, logs it, records PASS/FAIL and collects its JSON lines.
-step() {
-  local name=$1 want=$2 limit=$3
-  shift 3
-  local t=$(( $(left) - 15 ))
-  [ "$t" -gt "$limit" ] && t=$limit
-  if [ "$t" -le 5 ]; then
-    echo "SKIP $name: deadline reached" | tee -a "$summary"
-    fails=$((fails + 1))
-    return
-  fi
-  local t0=$(date +%s)
-  timeout "$t" "$@" > "$logs/$name.log" 2>&1
-  local rc=$?
-  local verdict=PASS
-  [ "$rc" -eq "$want" ] || { verdict=FAIL; fails=$((fails + 1)); }
-  echo "$verdict $name: exit $rc (expected $want) in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
-  grep '^{' "$logs/$name.log" | sed "s/^{/{\"step\": \"$name\", /" >> "$out/results.jsonl"
+# step NAME TIMEOUT_S --expect RC command... (tools/device-steps.sh): bounded by DEADLINE_S with
+# 15 s kept to pack, logged, PASS/FAIL in summary.txt; step_done counts failures and collects the
+# step's JSON lines.
+TOTAL_S=${DEADLINE_S:-560} START=$(date +%s) LOGS=$logs SUMMARY=$summary STEP_RESERVE_S=15
+source tools/device-steps.sh
+step_done() {
+  [ "$2" = PASS ] || fails=$((fails + 1))
+  [ "$2" = SKIP ] && return
+  grep '^{' "$logs/$1.log" | sed "s/^{/{\"step\": \"$1\", /" >> "$out/results.jsonl"
 }
 
 {
@@ -74,17 +62,17 @@ fi
 run=$bin/gicomm-emu-run
 sysverbs=$(ldconfig -p | awk '$1 == "libibverbs.so.1" {print $NF; exit}')
 sysmlx5=$(ldconfig -p | awk '$1 == "libmlx5.so.1" {print $NF; exit}')
-step system_probe 3 30 "$bin/gicomm-mlx5-probe"
-step symbol_versions 0 60 sh native/emu/tests/check_symbol_versions.sh "$build/emu/lib" "$sysverbs" "$sysmlx5"
-step verbs_suite 0 120 env GICOMM_EMU_LOG=quiet "$run" --devices mlx5_0:ib,mlx5_1:roce,mlx5_2:roce "$bin/gicomm-verbs-suite" --cross
-step devx_ib 0 60 env GICOMM_EMU_LOG=quiet "$run" --devices mlx5_0:ib "$bin/emu_devx_test"
-step devx_roce 0 60 env GICOMM_EMU_LOG=quiet "$run" --devices mlx5_0:roce "$bin/emu_devx_test"
-step proxy_verbs 0 60 "$run" --devices mlx5_0:roce "$bin/proxy_verbs_test"
-step emulated_probe_gpu 0 60 "$run" --devices mlx5_0:ib "$bin/gicomm-mlx5-probe"
-step gda_mlx5_ib 0 200 "$run" --devices mlx5_0:ib "$bin/gicomm-emu-gda-check"
-step gda_mlx5_roce 0 200 "$run" --devices mlx5_0:roce "$bin/gicomm-emu-gda-check"
+step system_probe 30 --expect 3 "$bin/gicomm-mlx5-probe"
+step symbol_versions 60 sh native/emu/tests/check_symbol_versions.sh "$build/emu/lib" "$sysverbs" "$sysmlx5"
+step verbs_suite 120 env GICOMM_EMU_LOG=quiet "$run" --devices mlx5_0:ib,mlx5_1:roce,mlx5_2:roce "$bin/gicomm-verbs-suite" --cross
+step devx_ib 60 env GICOMM_EMU_LOG=quiet "$run" --devices mlx5_0:ib "$bin/emu_devx_test"
+step devx_roce 60 env GICOMM_EMU_LOG=quiet "$run" --devices mlx5_0:roce "$bin/emu_devx_test"
+step proxy_verbs 60 "$run" --devices mlx5_0:roce "$bin/proxy_verbs_test"
+step emulated_probe_gpu 60 "$run" --devices mlx5_0:ib "$bin/gicomm-mlx5-probe"
+step gda_mlx5_ib 200 "$run" --devices mlx5_0:ib "$bin/gicomm-emu-gda-check"
+step gda_mlx5_roce 200 "$run" --devices mlx5_0:roce "$bin/gicomm-emu-gda-check"
 for i in 1 2 3; do
-  step "emu_bench_$i" 0 60 "$run" --devices mlx5_0:roce "$bin/gicomm-emu-bench" --ops 20000 --batch 64
+  step "emu_bench_$i" 60 "$run" --devices mlx5_0:roce "$bin/gicomm-emu-bench" --ops 20000 --batch 64
 done
 echo "$([ $fails -eq 0 ] && echo ALL PASS || echo "$fails FAILED") ($(date -u +%FT%TZ))" | tee -a "$summary"
 tar -czf "$out/logs.tar.gz" -C "$out" logs

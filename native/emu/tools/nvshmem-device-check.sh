@@ -70,38 +70,17 @@ finish() {
 }
 trap finish EXIT
 
-# step NAME EXPECTED_RC TIMEOUT_S command...: runs the command in its own process group with the
-# smaller of its timeout and the time left; on timeout SIGUSR1 (the emulation's state dump), 3 s,
-# then SIGKILL to the whole group.
-step() {
-  local name=$1 want=$2 limit=$3
-  shift 3
-  local t=$(( $(left) - 20 ))
-  if [ "$t" -le 5 ]; then
-    echo "SKIP $name: deadline reached" | tee -a "$summary"
-    fails=$((fails + 1))
-    return
-  fi
-  [ "$t" -gt "$limit" ] && t=$limit
-  local t0=$(date +%s) timed_out=0
-  setsid "$@" > "$logs/$name.log" 2>&1 &
-  local pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ $(( $(date +%s) - t0 )) -ge "$t" ]; then
-      timed_out=1
-      kill -USR1 -- "-$pid" 2>/dev/null
-      sleep 3
-      kill -KILL -- "-$pid" 2>/dev/null
-      break
-    fi
-    sleep 1
-  done
-  wait "$pid"
-  local rc=$?
-  local verdict=PASS
-  [ "$rc" -eq "$want" ] && [ $timed_out -eq 0 ] || { verdict=FAIL; fails=$((fails + 1)); }
-  echo "$verdict $name: exit $rc (expected $want)$([ $timed_out -eq 1 ] && echo ", timed out after $t s") in $(( $(date +%s) - t0 )) s" |
-    tee -a "$summary"
+# step NAME TIMEOUT_S [--expect RC] command... (tools/device-steps.sh): bounded by DEADLINE_S with
+# 20 s kept to finish; on timeout SIGUSR1 to the step's process group (the emulation's state dump),
+# 3 s, then SIGKILL. step_done counts failures, adds the step's CHECK and METRIC lines to the
+# summary and a failed step's last lines to failures.txt.
+TOTAL_S=${DEADLINE_S:-450} LOGS=$logs SUMMARY=$summary STEP_RESERVE_S=20 STEP_SIGNAL=USR1 STEP_KILL_AFTER=3
+START=$(( deadline - TOTAL_S ))
+source tools/device-steps.sh
+step_done() {
+  local name=$1 verdict=$2
+  [ "$verdict" = PASS ] || fails=$((fails + 1))
+  [ "$verdict" = SKIP ] && return
   grep -hE '^CHECK|^METRIC' "$logs/$name.log" | sed "s/^/  $name: /" >> "$summary"
   if [ "$verdict" = FAIL ]; then
     { echo "== $name (last lines)"; tail -25 "$logs/$name.log" | cut -c1-400; } >> "$out/failures.txt"
@@ -184,8 +163,8 @@ if [ $nv_rc -ne 0 ]; then
 fi
 
 run=$bin/gicomm-emu-run
-step replay 0 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib,mlx5_1:ib "$run" "$bin/emu_nvshmem_replay"
-step replay_wire 0 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib "$run" "$bin/emu_nvshmem_replay" --two-process
+step replay 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib,mlx5_1:ib "$run" "$bin/emu_nvshmem_replay"
+step replay_wire 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib "$run" "$bin/emu_nvshmem_replay" --two-process
 [ $nv_rc -eq 0 ] || exit 1
 
 # What every NVSHMEM step shares: the emulated device, NVSHMEM's NIC path, the logs.
@@ -198,7 +177,7 @@ ibgda_env=(NVSHMEM_IB_ENABLE_IBGDA=1 NVSHMEM_REMOTE_TRANSPORT=none NVSHMEM_IBGDA
 ibrc_env=(NVSHMEM_IB_ENABLE_IBGDA=0 NVSHMEM_REMOTE_TRANSPORT=ibrc)
 meta=(--campaign emulated-nic-h200 --platform h200 --host "$(hostname)" --out "$records")
 
-step ibgda 0 130 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
+step ibgda 130 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
   "$bin/gicomm-emu-nvshmem" --transport ibgda --iters 50 --warmup 5 --timeout-s 160 --param mps=off "${meta[@]}"
 
 if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
@@ -207,9 +186,9 @@ if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
   export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
   if nvidia-cuda-mps-control -d > "$logs/mps-start.log" 2>&1; then
     echo "PASS mps: daemon started (pipe $mps_dir/pipe)" | tee -a "$summary"
-    step ibgda_mps 0 100 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
+    step ibgda_mps 100 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
       "$bin/gicomm-emu-nvshmem" --transport ibgda --iters 200 --warmup 20 --timeout-s 130 --param mps=on "${meta[@]}"
-    step ibrc_mps 0 90 env "${nvshmem_env[@]}" "${ibrc_env[@]}" "$run" --sysfs \
+    step ibrc_mps 90 env "${nvshmem_env[@]}" "${ibrc_env[@]}" "$run" --sysfs \
       "$bin/gicomm-emu-nvshmem" --transport ibrc --iters 200 --warmup 20 --timeout-s 120 --param mps=on "${meta[@]}"
     for t in ibgda ibrc; do
       baseline_step "$t"
@@ -227,7 +206,7 @@ fi
 if [ "$ngpus" -ge 2 ]; then
   # One PE per GPU needs no MPS; stop it first so the two processes own their GPUs.
   stop_mps
-  step ibgda_2gpu 0 90 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
+  step ibgda_2gpu 90 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
     "$bin/gicomm-emu-nvshmem" --transport ibgda --gpus 2 --iters 200 --warmup 20 --timeout-s 120 --param mps=off "${meta[@]}"
 fi
 exit $(( fails == 0 ? 0 : 1 ))
