@@ -43,8 +43,12 @@ native-test: setup
 	cmake --build $(NATIVE_BUILD) -j $(JOBS)
 	ctest --test-dir $(NATIVE_BUILD) --output-on-failure -j $(JOBS)
 
+# One pytest worker per core, at most four (pytest-xdist; whole modules per worker, the longest first:
+# tests/conftest.py): most tests spend their time in one Python process, so more workers use the
+# other cores. PYTEST_JOBS=1 runs them all in this process.
+PYTEST_JOBS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 pytest: setup
-	$(BIN)/python -m pytest -q --durations=12
+	$(BIN)/python -m pytest -q --durations=12 $(if $(filter-out 0 1,$(PYTEST_JOBS)),-n $(PYTEST_JOBS) --dist loadfile --no-loadscope-reorder)
 
 # The verbs backend, the two-rank launcher and exchange, and the counter path proof against a real
 # kernel RDMA stack (Soft-RoCE in a QEMU guest); says plainly when it skips and why.

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -11,6 +13,23 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
+
+# The longest modules first (each runs whole pipelines): `make test` runs pytest on two workers
+# (pytest-xdist, --dist loadfile), and a long module started last would leave one worker idle
+# while the other finishes it.
+LONGEST_FIRST = (
+    "test_pipeline.py",
+    "test_slurm_e2e.py",
+    "test_remeasure.py",
+    "test_faults.py",
+    "test_config.py",
+    "test_report.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable within a module
 
 
 def make_record(**overrides: object) -> dict:
@@ -75,8 +94,9 @@ def current_build_with(
 @pytest.fixture(scope="session")
 def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One native build for every pipeline test of the session: `make test`'s ctest build when it
-    is current (it just ran), else a host-only build made here. Pipeline tests copy its bin/ and
-    summary in, so each run exercises the pipeline, not the compiler, again."""
+    is current (it just ran), else a host-only build made here, once for all pytest-xdist workers
+    (the first one builds under a lock, the others wait and use it). Pipeline tests copy its bin/
+    and summary in, so each run exercises the pipeline, not the compiler, again."""
     ctest = REPO / "build" / "ctest"
     summary = ctest / "gicomm_build.json"
     if (
@@ -85,7 +105,15 @@ def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         and summary.stat().st_mtime >= _newest_source_mtime()
     ):
         return ctest
-    return host_build(tmp_path_factory.mktemp("native-build"))
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the workers of this session
+    build = root / "native-build"
+    with open(root / "native-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (build / "gicomm_build.json").exists():
+            host_build(build)
+    return build
 
 
 def copy_repo(dst: Path, native_build: Path) -> Path:
