@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Sourced by the device scripts (native/tests/softnic/device_check.sh, tools/device-ceiling.sh,
-# native/emu/tools/device-check.sh, native/emu/tools/nvshmem-device-check.sh): bounded, logged
-# steps. The caller sets TOTAL_S (the whole script's bound), START (its start, in epoch seconds)
+# tools/doctor-device.sh, native/emu/tools/device-check.sh, native/emu/tools/nvshmem-device-check.sh):
+# bounded, logged steps. The caller sets TOTAL_S (the whole script's bound), START (its start, in epoch seconds)
 # and LOGS (a folder for the step logs), and where it wants them:
 #   STEPS            a steps.tsv with its header: one line per step (name, exit, seconds)
 #   SUMMARY          a summary.txt: one PASS/FAIL/SKIP line per step
