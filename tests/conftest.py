@@ -65,6 +65,17 @@ def _newest_source_mtime() -> float:
     return max(p.stat().st_mtime for p in (REPO / "native").rglob("*") if p.is_file())
 
 
+def _host_drivers() -> set[str]:
+    """The drivers of the experiments with a point a host-only build runs (no GPU, no CUDA)."""
+    from gicomm.experiments import load_experiment
+
+    def host_only(needs: dict) -> bool:
+        return not needs.get("gpus") and not needs.get("cuda_build")
+
+    experiments = map(load_experiment, (REPO / "config" / "experiments").glob("*.yaml"))
+    return {e.driver for e in experiments if any(host_only(e.needs_of(p)) for p in e.points())}
+
+
 def host_build(build: Path, *cmake_flags: str, target: str | None = None) -> Path:
     """A host-only native build in `build` (CUDA off), of `target` alone when named."""
     subprocess.run(
@@ -94,15 +105,18 @@ def current_build_with(
 @pytest.fixture(scope="session")
 def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One native build for every pipeline test of the session: `make test`'s ctest build when it
-    is current (it just ran), else a host-only build made here, once for all pytest-xdist workers
+    is current (it just ran: every host driver built after the last source change), else a
+    host-only build made here, once for all pytest-xdist workers
     (the first one builds under a lock, the others wait and use it). Pipeline tests copy its bin/
     and summary in, so each run exercises the pipeline, not the compiler, again."""
     ctest = REPO / "build" / "ctest"
     summary = ctest / "gicomm_build.json"
+    newest = _newest_source_mtime()
+    drivers = [ctest / "bin" / d for d in _host_drivers()]
     if (
         summary.exists()
-        and (ctest / "bin").is_dir()
-        and summary.stat().st_mtime >= _newest_source_mtime()
+        and summary.stat().st_mtime >= newest
+        and all(d.is_file() and d.stat().st_mtime >= newest for d in drivers)
     ):
         return ctest
     root = tmp_path_factory.getbasetemp()
