@@ -55,6 +55,15 @@ pid_alive() {
   return 1
 }
 
+# record_pid NAME: keeps the pid of the daemon just started (its own /run/NAME.pid, once it names a
+# live process: a daemon rewrites the file after start, and a copy taken mid-write is empty and
+# would leave the daemon running after teardown.sh).
+record_pid() {
+  wait_for "$1's pid file" 10 sh -c "kill -0 \"\$(cat /run/$1.pid)\""
+  cp "/run/$1.pid" "$STATE_DIR/$1.pid"
+  [[ -s $STATE_DIR/$1.pid ]] || die "could not record the pid of $1"
+}
+
 # write_if_changed PATH MODE: replace PATH with stdin when the content differs; returns 0 if changed.
 write_if_changed() {
   local path=$1 mode=$2 tmp
@@ -209,7 +218,7 @@ if ! pid_alive slurmdbd; then
   log "starting slurmdbd"
   /usr/sbin/slurmdbd
   wait_for slurmdbd 30 sacctmgr -n list cluster
-  cp /run/slurmdbd.pid "$STATE_DIR/slurmdbd.pid"
+  record_pid slurmdbd
 fi
 if [[ -z $(sacctmgr -n -P list cluster "$CLUSTER" format=cluster) ]]; then
   log "registering cluster $CLUSTER"
@@ -221,13 +230,12 @@ if ! pid_alive slurmctld; then
   log "starting slurmctld"
   /usr/sbin/slurmctld
   wait_for slurmctld 30 scontrol ping
-  cp /run/slurmctld.pid "$STATE_DIR/slurmctld.pid"
+  record_pid slurmctld
 fi
 if ! pid_alive slurmd; then
   log "starting slurmd"
   /usr/sbin/slurmd
-  wait_for slurmd 10 test -s /run/slurmd.pid
-  cp /run/slurmd.pid "$STATE_DIR/slurmd.pid"
+  record_pid slurmd
 fi
 
 # accounts: the plugin validates slurm_account against sacctmgr's associations
