@@ -275,3 +275,33 @@ def test_emulated_nic_values_never_decide_a_real_nic_claim():
     row = check_claims(summary, records, [hardware("c")], claims).set_index("id").iloc[0]
     assert row["verdict"] == NOT_MEASURABLE
     assert "needs an mlx5 NIC" in row["reason"] and "mlx5 (emulated NIC)" in row["reason"]
+
+
+def test_a_round_trip_answered_by_a_host_thread_does_not_decide_a_gpu_round_trip_claim():
+    """On two ranks rank 1 answers with a host thread (params.responder); the paper's round trip
+    has a GPU answer it. Such points are selected only by a selector that names the responder."""
+    from conftest import make_record
+
+    from gicomm.aggregate import summarize_runs
+    from gicomm.tidy import tidy_frame
+
+    claims = [c for c in load_claims() if c["id"] == "t3-minigda-rtt"]
+
+    def verdict(extra: dict) -> pd.Series:
+        recs = [
+            make_record(experiment="one_op", transport="mini-gda", nic_backend="mlx5", metric="rtt_ns",
+                        run_index=run, stats={"n": 5, "p50": 6850.0},
+                        params={"payload": "inline", "size": 8, "variant": "gpu_fence"} | extra)
+            for run in range(5)
+        ]  # fmt: skip
+        records = tidy_frame(recs)
+        return (
+            check_claims(summarize_runs(records), records, [hardware("c")], claims)
+            .set_index("id")
+            .iloc[0]
+        )
+
+    gpu_answered = verdict({})
+    host_answered = verdict({"responder": "rank 1 host thread via its mini-proxy worker (verbs)"})
+    assert gpu_answered["verdict"] != NOT_MEASURABLE, gpu_answered["reason"]
+    assert host_answered["verdict"] == NOT_MEASURABLE, host_answered["reason"]

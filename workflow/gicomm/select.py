@@ -8,6 +8,10 @@ panel reads. The vocabulary of config/claims.yaml and report/paper/catalogue.yam
   not sweep it runs its default);
 - cpu_clock_state (or state): cold | warm, the record's cpu_clock_state, else its `state` param;
 - max_of / min_of: keep only the rows at the largest / smallest value of that parameter.
+
+Rows with a `responder` param (a round trip between two ranks whose answer came from a host thread
+on rank 1, not from a GPU as in the paper's round trips) are selected only by a selector that names
+the responder in its params.
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ def match_rows(d: pd.DataFrame, sel: dict[str, Any], experiments: list[str]) -> 
         d = d[d["metric"].isin([str(m) for m in as_list(sel["metric"])])]
     if "transport" in sel:
         d = d[d["transport"].astype(str).isin([str(t) for t in as_list(sel["transport"])])]
+    responder = param_column("responder")
+    if responder in d and "responder" not in sel.get("params", {}):
+        d = d[d[responder].isna() | (d[responder].astype(str) == "")]
     for name, value in sel.get("params", {}).items():
         col = param_column(name)
         if col not in d:
