@@ -35,11 +35,13 @@ inline Placement place_pe(int rank, int gpus, bool emulated, const std::string& 
 
 // Whether an MPS control daemon listens where this process's CUDA clients would look for one
 // (CUDA_MPS_PIPE_DIRECTORY, else CUDA's default /tmp/nvidia-mps): CUDA then runs them through it.
+// The daemon's `control` endpoint is a named pipe or, as the CUDA 13 daemon on our H200s made it,
+// a UNIX socket (a pipeline run under a started daemon recorded mps off while it checked FIFOs).
 inline bool mps_daemon_present() {
   const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   const std::string control = std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control";
   struct stat st;
-  return ::stat(control.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  return ::stat(control.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
 }  // namespace gicomm::nvshmem_path

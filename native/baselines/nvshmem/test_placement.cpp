@@ -1,9 +1,12 @@
 // The NIC harness's PE placement (nvshmem/placement.h) and its MPS detection, on the CPU.
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "nvshmem/placement.h"
@@ -38,7 +41,8 @@ int main() {
          "one GPU, real NIC: refused naming the transport and the GPUs found: " + real.refusal);
   expect(!place_pe(0, 0, true, "nvshmem-ibgda").refusal.empty(), "no GPU: refused");
 
-  // MPS: a control FIFO in CUDA_MPS_PIPE_DIRECTORY is a daemon; a missing one or a plain file is not.
+  // MPS: a control FIFO or socket in CUDA_MPS_PIPE_DIRECTORY is a daemon; a missing one or a plain file
+  // is not.
   char tmpl[] = "/tmp/gicomm-mps-test-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   setenv("CUDA_MPS_PIPE_DIRECTORY", dir.c_str(), 1);
@@ -50,6 +54,15 @@ int main() {
   unlink(control.c_str());
   expect(mkfifo(control.c_str(), 0600) == 0, "mkfifo");
   expect(mps_daemon_present(), "a control FIFO: a daemon listens");
+  unlink(control.c_str());
+  // A UNIX socket named control: a daemon listens too.
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, control.c_str(), sizeof(addr.sun_path) - 1);
+  expect(fd >= 0 && bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0, "bind a UNIX socket");
+  expect(mps_daemon_present(), "a control socket: a daemon listens");
+  if (fd >= 0) close(fd);
   unlink(control.c_str());
   rmdir(dir.c_str());
   if (failures == 0) std::printf("test_nvshmem_placement: all passed\n");
