@@ -113,5 +113,7 @@ std::vector<Record> measure_rtt(Run& run) {
 }
 
 GICOMM_EXPERIMENT(gda_rtt, gda_rtt);
+// Rank 1's half between two ranks: the flag answer (harness/responder.h).
+GICOMM_EXPERIMENT_SERVE(gda_rtt, pong_responder);
 
 }  // namespace gicomm::bench

@@ -128,5 +128,8 @@ std::vector<Record> loaded_rtt(Run& run) {
 
 GICOMM_EXPERIMENT(loaded_rtt, loaded_rtt);
 GICOMM_EXPERIMENT(proxy_loaded_probe, loaded_rtt);
+// Rank 1's half between two ranks: the probe's answers (harness/responder.h).
+GICOMM_EXPERIMENT_SERVE(loaded_rtt, pong_responder);
+GICOMM_EXPERIMENT_SERVE(proxy_loaded_probe, pong_responder);
 
 }  // namespace gicomm::bench::loaded_rtt

@@ -3,6 +3,7 @@
 // everything gda_one_op records, plus gda_rtt's rtt_ns (a failed rtt_ns record, with the reason,
 // where the round trip alone fails).
 #include "gda.cuh"
+#include "harness/responder.h"
 
 namespace gicomm::bench {
 
@@ -23,5 +24,7 @@ std::vector<Record> one_op(Run& run) {
 }  // namespace
 
 GICOMM_EXPERIMENT(one_op, one_op);
+// Rank 1's half of the round trip between two ranks (harness/responder.h).
+GICOMM_EXPERIMENT_SERVE(one_op, pong_responder);
 
 }  // namespace gicomm::bench
