@@ -76,10 +76,7 @@ def _max(g: pd.DataFrame, *columns: str) -> float:
 
 
 def loaded(busy: Any, threshold: float) -> bool:
-    try:
-        return math.isfinite(float(busy)) and float(busy) > threshold
-    except (TypeError, ValueError):
-        return False
+    return _finite(busy) and float(busy) > threshold
 
 
 def load_text(busy: Any, loadavg: Any) -> str:

@@ -216,9 +216,9 @@ struct WarpCopyIo {
 
 // Moves the payloads of the copy lanes `lanes` (each lane's own `mine`) with the whole warp. Called
 // by all 32 lanes. Payloads of at most one 16-byte block each (the 8-byte writes) are moved by
-// their own lanes at once; aligned copies, all of one length, by aligned_round
-// (no search for a block's copy, no shifts); otherwise every block of
-// every copy is dealt out to the lanes, kBlocksPerLane in flight per lane.
+// their own lanes at once; aligned copies, all of one length, by aligned_round (no search for a
+// block's copy, no shifts); otherwise every block of every copy is dealt out to the lanes,
+// kBlocksPerLane in flight per lane.
 __device__ void warp_copy(WarpScratch& ws, uint32_t lanes, const CopyDesc& mine, uint32_t lane) {
   const bool active = ((lanes >> lane) & 1u) != 0;
   const uint32_t blocks = active ? copy_block_count(mine) : 0u;

@@ -11,8 +11,8 @@
 //   4. effects: next_epoch splits the prefix at atomics, so an atomic takes effect after every
 //      write before it (put-with-signal) and atomics of a QP run in order; the copies of an epoch are
 //      cut into 16-byte destination blocks (plan_copy_block) that the 32 lanes share, several
-//      blocks in flight per lane (copy_blocks), whatever the payload sizes; copies of whole aligned
-//      blocks, all of one length, take a shorter road (aligned_round);
+//      blocks in flight per lane (copy_blocks), whatever the payload sizes; copies from and to
+//      16-byte aligned addresses, all of one length, take a shorter road (aligned_round);
 //   5. CQEs: cqe_slot says which lane writes which CQE (each signaled WQE its own, in order; a
 //      collapsed CQ only the newest).
 #pragma once
@@ -282,10 +282,12 @@ GICOMM_HD void copy_round(Io& io, const CopyDesc* descs, const uint32_t* inclusi
   });
 }
 
-GICOMM_HD uint32_t copy_rounds(uint32_t total_blocks) {
-  const uint32_t per_round = kWarpLanes * kBlocksPerLane;
+// Rounds of a warp moving `total_blocks` with `blocks_per_lane` in flight per lane.
+GICOMM_HD uint32_t rounds_of(uint32_t total_blocks, uint32_t blocks_per_lane) {
+  const uint32_t per_round = kWarpLanes * blocks_per_lane;
   return (total_blocks + per_round - 1) / per_round;
 }
+GICOMM_HD uint32_t copy_rounds(uint32_t total_blocks) { return rounds_of(total_blocks, kBlocksPerLane); }
 
 // What execute_wqe asks of memory for one WQE, recorded instead of done (a Mem for execute_wqe), so
 // the warp can perform the effects of a whole pass together. execute_wqe calls at most one effect,
@@ -339,10 +341,9 @@ GICOMM_HD uint32_t aligned_blocks(uint32_t len) { return (len + 15) / 16; }
 constexpr int kAlignedBlocksPerLane = 16;
 
 // The blocks lane `lane` moves in round `round` of the aligned copies `descs[0..n)` (compacted: the
-// epoch's copies in lane order), each of `len` bytes in nb = aligned_blocks(len) blocks, `total` = n
-// * nb: unit u = round * 32 *
-// kAlignedBlocksPerLane + j * 32 + lane, so each load instruction of the warp covers 32 consecutive
-// blocks of a copy. Every load is issued before any store, and none waits on a branch or a
+// epoch's copies in lane order), each of `len` bytes in nb = aligned_blocks(len) blocks, `total` =
+// n * nb: unit u = round * 32 * kAlignedBlocksPerLane + j * 32 + lane, so each load instruction of
+// the warp covers 32 consecutive blocks of a copy. Every load is issued before any store, and none waits on a branch or a
 // division: the lane's first unit takes one division, each next one is carried 32 units on, and a
 // unit past the end loads the first block of the first copy (memory the copy reads anyway) and
 // stores nothing.
@@ -384,10 +385,7 @@ GICOMM_UNROLL
   }
 }
 
-GICOMM_HD uint32_t aligned_rounds(uint32_t total_blocks) {
-  const uint32_t per_round = kWarpLanes * kAlignedBlocksPerLane;
-  return (total_blocks + per_round - 1) / per_round;
-}
+GICOMM_HD uint32_t aligned_rounds(uint32_t total_blocks) { return rounds_of(total_blocks, kAlignedBlocksPerLane); }
 
 // ---- completions ------------------------------------------------------------------------------------
 struct CqeSlot {
