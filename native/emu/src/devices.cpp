@@ -179,6 +179,10 @@ int fail(int err, const char* call, const std::string& object, const std::string
   return err;
 }
 
+void warn(const std::string& line) {
+  if (log_level() >= 1) std::fprintf(stderr, "gicomm-emu[%u]: %s\n", this_node(), line.c_str());
+}
+
 void note(const std::string& line) {
   if (log_level() >= 2) std::fprintf(stderr, "gicomm-emu: %s\n", line.c_str());
 }

@@ -46,6 +46,7 @@ using Clock = std::chrono::steady_clock;
 // <reason>", unless GICOMM_EMU_LOG=quiet), sets errno, and returns `err`.
 GICOMM_EMU_API int fail(int err, const char* call, const std::string& object, const std::string& reason);
 GICOMM_EMU_API void note(const std::string& line);  // informational line (GICOMM_EMU_LOG=verbose)
+GICOMM_EMU_API void warn(const std::string& line);  // a problem that is not a call's failure (unless quiet)
 // Data-path events (doorbells, WQEs issued and completed, wire requests served): the first
 // GICOMM_EMU_TRACE of them are printed. tracing() says whether the next one would be, so callers
 // build the line only then.
@@ -373,6 +374,24 @@ void engine_start();  // under registry().mu
 void engine_stop();   // NOT under the lock (joins the thread)
 // Runs a pass of the engine inline (tests of the engine itself; the thread may run too).
 void engine_kick();
+// What the engine thread is doing while it is inside the scope (a static description): SIGUSR1
+// prints it from the signal handler, so a stuck engine (one that cannot reach its state dump) still
+// says where it is, and a pass that takes long names its slowest step. Other threads: no effect.
+class EngineActivity {
+ public:
+  explicit EngineActivity(const char* what);
+  ~EngineActivity();
+  EngineActivity(const EngineActivity&) = delete;
+  EngineActivity& operator=(const EngineActivity&) = delete;
+
+ private:
+  static thread_local EngineActivity* t_current;  // the innermost open scope
+  const char* prev_ = nullptr;
+  EngineActivity* parent_ = nullptr;
+  int64_t since_ns_ = 0;
+  int64_t children_ns_ = 0;  // time spent in inner scopes
+  bool engine_ = false;
+};
 // A QP moved to ERR flushes its unanswered requests (`flush`: WR_FLUSH_ERR completions), one
 // being reset drops them; one being destroyed is forgotten by the engine (replies still on their
 // way are then ignored). Under the lock.

@@ -16,6 +16,7 @@
 // A WQE that cannot proceed (receiver not ready, destination silent) sends its QP back to it after
 // a timer, with the retry counts of the QP, as the RC transport would; the engine never waits.
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,11 +44,33 @@ std::atomic<bool> g_stop{false};
 bool g_running = false;
 volatile sig_atomic_t g_dump = 0;  // SIGUSR1: print the engine's state (dump_state)
 
+// The engine thread's current step (EngineActivity) for the SIGUSR1 handler, which may only read
+// atomics and write(2): a static description, since when, and the node's number as text.
+std::atomic<const char*> g_activity{"not started"};
+std::atomic<int64_t> g_activity_since{0};
+char g_node_text[16] = "?";
+thread_local bool t_engine_thread = false;
+// The slowest step of the current pass (engine thread only), for the long-pass warning.
+const char* g_pass_slowest = nullptr;
+int64_t g_pass_slowest_ns = 0;
+constexpr int64_t kLongPassNs = 50'000'000;  // a pass this long makes a requester wait: say why
+constexpr int kLongPassWarnings = 20;
+
+int64_t monotonic_ns() {  // async-signal-safe (clock_gettime), the clock steady_clock reads
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 constexpr uint32_t kUarRegister[2] = {0x800, 0x900};  // the two BlueFlame doorbell registers
 constexpr uint32_t kInvalidLkey = 0x100;              // MLX5_INVALID_LKEY: end of a receive list
 constexpr size_t kMaxInFlight = 256;                  // requests a QP may have unanswered
 constexpr uint64_t kMaxInFlightBytes = 16u << 20;
 constexpr uint8_t kFenceMask = 0xe0;                  // fm_ce_se: any fence mode (bits 5..7)
+// A QP issues for at most this long per pass, so the wire is read often even when every request
+// waits on a slow payload read (a CUDA copy while the GPU is busy can take milliseconds).
+constexpr auto kIssueSlice = std::chrono::microseconds(500);
+Clock::time_point g_wire_read{};  // when serve_wire last read every connection
 
 // Per-attempt cap of the transport retry timer (4.096 us * 2^timeout), so an unreachable peer
 // fails in bounded time even with long timeouts (timeout 0, "infinite" in the spec, included).
@@ -523,7 +546,9 @@ void flush_all_counters() {
 
 uint32_t serve_wire() {
   std::vector<wire::Message> msgs;
-  if (wire::exchange(&msgs) == 0) return 0;
+  const size_t got = wire::exchange(&msgs);
+  g_wire_read = Clock::now();  // every reply that had arrived by now has been seen
+  if (got == 0) return 0;
   // Packets are counted as they arrive, before any of them executes: whoever sees the data (or the
   // reply) sees the counters move.
   for (const wire::Message& m : msgs) {
@@ -549,6 +574,16 @@ uint32_t serve_wire() {
 }
 
 // ---- requester -------------------------------------------------------------------------------------
+// Fault injection for tests, GICOMM_EMU_TEST_SLOW_SEND_US: every request to another node takes
+// this much longer to send, as its payload read does when it is a CUDA copy under a busy GPU.
+int64_t slow_send_us() {
+  static const int64_t us = [] {
+    const char* v = std::getenv("GICOMM_EMU_TEST_SLOW_SEND_US");
+    return v != nullptr ? std::strtoll(v, nullptr, 10) : 0LL;
+  }();
+  return us;
+}
+
 // Every request takes as many PSNs as it has packets at the path MTU (a read, as many as its
 // response; an atomic, one).
 uint32_t packets(const Qp& q, const sn::SendWr& wr) {
@@ -647,8 +682,10 @@ uint32_t drain(Qp& q) {
     InFlight& f = q.inflight.front();
     if (!f.done) {
       // The transport timer restarts whenever the peer answers (as an ACK restarts it): a slow
-      // but live responder working through a backlog is not a lost request.
-      if (Clock::now() - std::max(f.sent, q.last_reply) < wire_timeout(q.timeout)) break;
+      // but live responder working through a backlog is not a lost request. It runs up to the
+      // last time this engine read the wire, not up to now: a reply that has arrived but was not
+      // read yet (this engine was busy issuing) is not a lost one.
+      if (g_wire_read - std::max(f.sent, q.last_reply) < wire_timeout(q.timeout)) break;
       f.done = true;
       f.kind = wire::kNoAnswer;
       f.peer += " (no reply in time)";
@@ -823,6 +860,8 @@ Step issue_one(Qp& q) {
     std::string why;
     const int conn = wire::connect_node(rt.node, &why);
     f.peer = dest + " on emulated host " + std::to_string(rt.node);
+    EngineActivity sending("sending a request (its payload read from local memory)");
+    if (const int64_t us = slow_send_us(); us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
     if (conn < 0 ||
         !wire::send(conn, wire::kRequest, &rq, sizeof rq, carries_payload ? local : std::vector<Span>{})) {
       // Nobody listens: the request is lost (the requester's timer will fire).
@@ -859,11 +898,12 @@ uint32_t service_send_queue(Qp& q) {
     if (Clock::now() < q.blocked_until) return work;
     q.blocked = false;
   }
+  const auto slice_end = Clock::now() + kIssueSlice;
   while (q.has_rung && idx16_at_or_after(q.rung_to, static_cast<uint16_t>(q.ci))) {
     if (issue_one(q) == Step::stop) break;
     ++work;
     work += drain(q);
-    if (q.blocked) break;
+    if (q.blocked || Clock::now() >= slice_end) break;  // the rest next pass, after the wire
   }
   return work;
 }
@@ -944,14 +984,55 @@ void dump_state(Registry& reg) {
                wire::busy() ? "queued" : "empty");
 }
 
-void on_usr1(int) { g_dump = 1; }
+// Appends decimal v to buf at *n (signal handler: no stdio).
+void put_number(char* buf, size_t* n, size_t cap, int64_t v) {
+  char digits[24];
+  size_t k = 0;
+  uint64_t u = v < 0 ? 0 : static_cast<uint64_t>(v);
+  do {
+    digits[k++] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u != 0 && k < sizeof digits);
+  while (k > 0 && *n < cap) buf[(*n)++] = digits[--k];
+}
+
+void put_text(char* buf, size_t* n, size_t cap, const char* t) {
+  while (*t != '\0' && *n < cap) buf[(*n)++] = *t++;
+}
+
+// SIGUSR1: the state dump comes from the engine thread at its next pass; the line written here
+// comes at once, so an engine stuck inside a step (a CUDA copy, a lock) still says which.
+void on_usr1(int) {
+  g_dump = 1;
+  const int saved = errno;
+  char line[256];
+  size_t n = 0;
+  put_text(line, &n, sizeof line, "gicomm-emu[");
+  put_text(line, &n, sizeof line, g_node_text);
+  put_text(line, &n, sizeof line, "]: engine thread: ");
+  put_text(line, &n, sizeof line, g_activity.load(std::memory_order_relaxed));
+  put_text(line, &n, sizeof line, " for ");
+  put_number(line, &n, sizeof line, (monotonic_ns() - g_activity_since.load(std::memory_order_relaxed)) / 1000);
+  put_text(line, &n, sizeof line, " us\n");
+  ssize_t ignored = write(STDERR_FILENO, line, n);
+  (void)ignored;
+  errno = saved;
+}
 
 uint32_t pass() {
   Registry& reg = registry();
-  uint32_t work = serve_wire();
-  work += watch_doorbells(reg);
+  uint32_t work = 0;
+  {
+    EngineActivity a("serving the wire (requests and replies)");
+    work += serve_wire();
+  }
+  {
+    EngineActivity a("watching doorbells");
+    work += watch_doorbells(reg);
+  }
   for (Qp* q : reg.qps) {
     if (q->type == QpType::dct) continue;
+    EngineActivity a("executing a send queue's WQEs");
     work += service_send_queue(*q);
     if (q->state.load(std::memory_order_acquire) == IBV_QPS_ERR) flush_receives(*q);
   }
@@ -961,16 +1042,40 @@ uint32_t pass() {
 }
 
 void run() {
+  t_engine_thread = true;
+  g_activity.store("idle between passes");
+  g_activity_since.store(monotonic_ns());
   auto last_work = Clock::now();
+  int long_passes = 0;
   while (!g_stop.load(std::memory_order_relaxed)) {
     uint32_t work = 0;
+    const int64_t t0 = monotonic_ns();
+    int64_t t_locked = t0;
     {
-      std::lock_guard<std::mutex> lock(registry().mu);
+      std::unique_lock<std::mutex> lock(registry().mu, std::defer_lock);
+      {
+        EngineActivity waiting("waiting for the registry lock (a verbs call holds it)");
+        lock.lock();
+      }
+      t_locked = monotonic_ns();
+      EngineActivity in_pass("a pass over the wire, doorbells and send queues");
+      g_pass_slowest = nullptr;
+      g_pass_slowest_ns = 0;
       work = pass();
       if (g_dump) {
         g_dump = 0;
         dump_state(registry());
       }
+    }
+    const int64_t t1 = monotonic_ns();
+    if (t1 - t0 >= kLongPassNs && long_passes < kLongPassWarnings) {
+      ++long_passes;
+      warn("engine pass took " + std::to_string((t1 - t0) / 1000000) + " ms (" +
+           std::to_string((t_locked - t0) / 1000000) + " ms waiting for the registry lock; slowest step: " +
+           (g_pass_slowest ? std::string(g_pass_slowest) + ", " + std::to_string(g_pass_slowest_ns / 1000000) + " ms"
+                           : std::string("none timed")) +
+           "): requests to this node wait that long for an answer" +
+           (long_passes == kLongPassWarnings ? " (last such warning)" : ""));
     }
     const auto now = Clock::now();
     if (work != 0) {
@@ -1008,6 +1113,35 @@ void stop_at_exit() {
 
 }  // namespace
 
+thread_local EngineActivity* EngineActivity::t_current = nullptr;
+
+EngineActivity::EngineActivity(const char* what) : engine_(t_engine_thread) {
+  if (!engine_) return;
+  prev_ = g_activity.load(std::memory_order_relaxed);
+  since_ns_ = monotonic_ns();
+  children_ns_ = 0;
+  parent_ = t_current;
+  t_current = this;
+  g_activity_since.store(since_ns_, std::memory_order_relaxed);
+  g_activity.store(what, std::memory_order_relaxed);
+}
+
+EngineActivity::~EngineActivity() {
+  if (!engine_) return;
+  const int64_t now = monotonic_ns();
+  const int64_t took = now - since_ns_;
+  // The slowest step is the one whose own time (without its inner steps) is longest, so a pass
+  // names the CUDA copy or lock inside it, not the loop around them. The pass itself is no step.
+  if (parent_ != nullptr && took - children_ns_ > g_pass_slowest_ns) {
+    g_pass_slowest_ns = took - children_ns_;
+    g_pass_slowest = g_activity.load(std::memory_order_relaxed);
+  }
+  if (parent_ != nullptr) parent_->children_ns_ += took;
+  t_current = parent_;
+  g_activity.store(prev_, std::memory_order_relaxed);
+  g_activity_since.store(now, std::memory_order_relaxed);
+}
+
 void abandon_requests(Qp& q, bool flush) {
   if (flush)
     for (const InFlight& f : q.inflight) complete_entry(q, f, kSyndromeWrFlush);
@@ -1036,6 +1170,7 @@ void engine_start() {
   }();
   (void)registered;
   g_stop.store(false);
+  std::snprintf(g_node_text, sizeof g_node_text, "%u", this_node());
   g_thread = new std::thread(run);
   g_running = true;
 }

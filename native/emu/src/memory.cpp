@@ -103,6 +103,7 @@ DeviceChannel* channel(int device) {
   }
   DeviceChannel& c = g_channels[device];
   if (!c.ready) {
+    EngineActivity a("creating the CUDA copy channel (context, stream, staging)");
     CUdevice dev = 0;
     if (!check(d->device_get(&dev, device), "cuDeviceGet") || !check(d->primary_ctx_retain(&c.ctx, dev), "cuDevicePrimaryCtxRetain") ||
         !check(d->ctx_set_current(c.ctx), "cuCtxSetCurrent") ||
@@ -121,6 +122,7 @@ CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 // Device -> host, in staging-sized chunks; synchronous with respect to the caller.
 void dev_read(void* dst, const void* src, size_t n, int device) {
+  EngineActivity a("copying from GPU memory (cuMemcpyDtoHAsync, cuStreamSynchronize)");
   DeviceChannel* c = channel(device);
   if (c == nullptr) {
     std::memset(dst, 0xff, n);
@@ -139,6 +141,7 @@ void dev_read(void* dst, const void* src, size_t n, int device) {
 // Host -> device, ordered after every earlier copy of this device's stream (a CQE written after
 // its payload lands after it).
 void dev_write(void* dst, const void* src, size_t n, int device) {
+  EngineActivity a("copying to GPU memory (cuMemcpyHtoDAsync, cuStreamSynchronize)");
   DeviceChannel* c = channel(device);
   if (c == nullptr) return;
   const Driver* d = driver();
@@ -149,6 +152,15 @@ void dev_write(void* dst, const void* src, size_t n, int device) {
         !check(d->stream_synchronize(c->stream), "cuStreamSynchronize"))
       return;
   }
+}
+
+// The lock every CUDA copy of the process takes (one staging buffer per device); an engine
+// waiting for it says so.
+std::unique_lock<std::mutex> lock_copies() {
+  std::unique_lock<std::mutex> lock(g_dev_mu, std::defer_lock);
+  EngineActivity waiting("waiting for the GPU copy lock (another thread is copying)");
+  lock.lock();
+  return lock;
 }
 
 }  // namespace
@@ -201,7 +213,7 @@ void mem_read(void* dst_host, const void* src, size_t n, Loc src_loc) {
     std::memcpy(dst_host, src, n);
     return;
   }
-  std::lock_guard<std::mutex> lock(g_dev_mu);
+  auto lock = lock_copies();
   dev_read(dst_host, src, n, src_loc.device);
 }
 
@@ -211,7 +223,7 @@ void mem_write(void* dst, const void* src_host, size_t n, Loc dst_loc) {
     std::memcpy(dst, src_host, n);
     return;
   }
-  std::lock_guard<std::mutex> lock(g_dev_mu);
+  auto lock = lock_copies();
   dev_write(dst, src_host, n, dst_loc.device);
 }
 
@@ -223,7 +235,7 @@ void mem_copy(void* dst, Loc dst_loc, const void* src, Loc src_loc, size_t n) {
   }
   if (!dst_loc.is_device()) return mem_read(dst, src, n, src_loc);
   if (!src_loc.is_device()) return mem_write(dst, src, n, dst_loc);
-  std::lock_guard<std::mutex> lock(g_dev_mu);
+  auto lock = lock_copies();
   if (dst_loc.device == src_loc.device) {
     DeviceChannel* c = channel(dst_loc.device);
     if (c == nullptr) return;
@@ -263,7 +275,7 @@ uint64_t mem_atomic(void* p, Loc loc, const softnic::AtomicOp& op) {
   }
   // Device memory: a read-modify-write under the device lock. NIC atomics are atomic with respect to
   // other NIC atomics only (as on a real HCA); the engine serializes them.
-  std::lock_guard<std::mutex> lock(g_dev_mu);
+  auto lock = lock_copies();
   uint64_t old = 0;
   dev_read(&old, p, op.bytes, loc.device);
   const uint64_t now = softnic::atomic_result(op, old);
@@ -299,7 +311,7 @@ uint64_t mem_load64(const uint64_t* p, Loc loc) {
 }
 
 std::string mem_last_error() {
-  std::lock_guard<std::mutex> lock(g_dev_mu);
+  auto lock = lock_copies();
   return g_last_error;
 }
 

@@ -5,7 +5,8 @@
 // initiator's questions over a socketpair: its memory, its completions, its QP state), then the
 // failures a fabric reports: a bad rkey (REM_ACCESS at the initiator, the target QP in ERR with
 // QP_ACCESS_ERR), a receiver not ready that becomes ready (RNR retried), and a peer that has gone
-// away (RETRY_EXC after the transport retries).
+// away (RETRY_EXC after the transport retries). With --slow-requester: only a requester slower to
+// issue than its transport timer (answers it has not read yet are not lost).
 //
 // Exit 0 pass, 1 fail, 77 no emulated device.
 #include <infiniband/verbs.h>
@@ -476,9 +477,54 @@ int initiator(Side& s, Target& t) {
   return expect_failures();
 }
 
+// A slow requester (run with GICOMM_EMU_TEST_SLOW_SEND_US, every request 10 ms or so to send):
+// 30 writes posted at once take longer to issue than QP B's transport timer (100 ms), while the
+// target answers each at once. Answers that arrived while the requester was busy issuing are not
+// lost ones: every write completes, none runs out of retries, and the data is at the target.
+int slow_requester(Side& s, Target& t) {
+  expect_label() = "slow requester";
+  constexpr int kWrites = 30;
+  std::vector<uint64_t> vals(kWrites);
+  for (int i = 0; i < kWrites; ++i) vals[i] = 0xabc0000000000000ull + static_cast<uint64_t>(i) * 0x10001;
+  std::memcpy(s.mem, vals.data(), kWrites * 8);
+  std::vector<ibv_sge> sg(kWrites);
+  std::vector<ibv_send_wr> wr(kWrites);
+  for (int i = 0; i < kWrites; ++i) {
+    sg[i] = {reinterpret_cast<uint64_t>(s.mem + 8 * i), 8, s.mr->lkey};
+    wr[i].opcode = IBV_WR_RDMA_WRITE;
+    wr[i].send_flags = IBV_SEND_SIGNALED;
+    wr[i].sg_list = &sg[i];
+    wr[i].num_sge = 1;
+    wr[i].wr.rdma.remote_addr = t.addr.addr + 200000 + 8 * i;
+    wr[i].wr.rdma.rkey = t.addr.rkey;
+    wr[i].next = i + 1 < kWrites ? &wr[i + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  const auto t0 = Clock::now();
+  EXPECT(ibv_post_send(s.b, wr.data(), &bad) == 0, "30 writes posted on QP B");
+  int ok = 0, other = -1;
+  for (int i = 0; i < kWrites; ++i) {
+    ibv_wc wc{};
+    if (!poll_one(s.scq, &wc, 20.0)) break;
+    if (wc.status == IBV_WC_SUCCESS) ++ok;
+    else if (other < 0) other = wc.status;
+  }
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT(ok == kWrites, "every write completes (%d of %d successful, first other status %d, %.2f s)", ok, kWrites, other, took);
+  EXPECT(took > 0.1, "issuing took longer than the transport timer (%.2f s): the case tests what it says", took);
+  std::vector<uint8_t> want(reinterpret_cast<uint8_t*>(vals.data()), reinterpret_cast<uint8_t*>(vals.data()) + kWrites * 8);
+  EXPECT(t.read(200000, kWrites * 8) == want, "the 30 values at the target");
+  Msg m{kExit, 0, 0};
+  send_all(t.fd, &m, sizeof m);
+  int status = 0;
+  wait(&status);
+  return expect_failures();
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool slow = argc > 1 && std::strcmp(argv[1], "--slow-requester") == 0;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 1;
   const pid_t child = fork();
@@ -505,7 +551,7 @@ int main() {
     std::_Exit(0);
   }
   Target t{fd, theirs};
-  const int fails = initiator(s, t);
+  const int fails = slow ? slow_requester(s, t) : initiator(s, t);
   std::printf("wire_test: %s (%s, two processes)\n", fails ? "FAILED" : "ok",
               s.port.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB");
   return fails ? 1 : 0;
