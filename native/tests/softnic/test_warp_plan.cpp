@@ -268,9 +268,7 @@ static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo
   }
   if (aligned) {
     ++st.aligned_copies;
-    const uint32_t total = n * sn::aligned_blocks(len0);
-    for (uint32_t r = 0; r < sn::aligned_rounds(total); ++r)
-      for (uint32_t l = 0; l < kWarpLanes; ++l) sn::aligned_round(io, packed, len0, total, r, l);
+    sn::aligned_copies(io, packed, n, len0, 0, kWarpLanes);
     return;
   }
   ++st.shared_copies;

@@ -236,9 +236,7 @@ __device__ void warp_copy(WarpScratch& ws, uint32_t lanes, const CopyDesc& mine,
   if (__all_sync(kFullWarp, !active || (aligned_copy(mine) && mine.len == len0))) {
     if (active) ws.copies[popcount32(lanes & lanes_below(lane))] = mine;
     __syncwarp();
-    const uint32_t total = popcount32(lanes) * aligned_blocks(len0);
-    const uint32_t rounds = aligned_rounds(total);
-    for (uint32_t r = 0; r < rounds; ++r) aligned_round(io, ws.copies, len0, total, r, lane);
+    aligned_copies(io, ws.copies, popcount32(lanes), len0, lane, 1);
     __syncwarp();  // ws.copies is rewritten by the next epoch
     return;
   }
