@@ -263,12 +263,14 @@ static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo
   for (uint32_t l = 0; l < kWarpLanes; ++l) {
     if (((lanes >> l) & 1u) == 0) continue;
     if (n == 0) len0 = rec[l].move.len;
-    aligned = aligned && sn::aligned_copy(rec[l].move) && rec[l].move.len == len0;
+    aligned = aligned && sn::whole_aligned(rec[l].move) && rec[l].move.len == len0;
     packed[n++] = rec[l].move;
   }
   if (aligned) {
     ++st.aligned_copies;
-    sn::aligned_copies(io, packed, n, len0, 0, kWarpLanes);
+    const uint32_t nb = len0 / 16, total = n * nb;
+    for (uint32_t r = 0; r < sn::aligned_rounds(total); ++r)
+      for (uint32_t l = 0; l < kWarpLanes; ++l) sn::aligned_round(io, packed, nb, total, r, l);
     return;
   }
   ++st.shared_copies;
@@ -433,11 +435,10 @@ static void check_passes_match_serial(std::mt19937& rng) {
       const bool inject_error = rng() % 10 == 0, inject_stale = !inject_error && rng() % 12 == 0;
       // Some batches hold only writes of at most one 16-byte block (the 8-byte puts): lanes copy their own.
       const bool small = rng() % 3 == 0;
-      // Some hold pointer writes of one length from and to aligned addresses (a sweep's pointer
-      // puts; half of them end in a partial block), with an atomic now and then: epochs of aligned
-      // copies.
+      // Some hold pointer writes of one length of whole aligned blocks (a sweep's pointer puts), with
+      // an atomic now and then: epochs of aligned copies.
       const bool aligned = !small && rng() % 4 == 0;
-      const uint32_t aligned_len = 16 * (1 + rng() % (rng() % 2 ? 16 : 300)) - (rng() % 2 ? rng() % 16 : 0);
+      const uint32_t aligned_len = 16 * (1 + rng() % (rng() % 2 ? 16 : 300));
       const uint32_t bad_at = rng() % n;
       for (uint32_t i = 0; i < n && used + 4 <= budget; ++i) {
         m::WqeImage img;

@@ -216,9 +216,9 @@ struct WarpCopyIo {
 
 // Moves the payloads of the copy lanes `lanes` (each lane's own `mine`) with the whole warp. Called
 // by all 32 lanes. Payloads of at most one 16-byte block each (the 8-byte writes) are moved by
-// their own lanes at once; aligned copies, all of one length, by aligned_round (no search for a
-// block's copy, no shifts); otherwise every block of every copy is dealt out to the lanes,
-// kBlocksPerLane in flight per lane.
+// their own lanes at once; copies of whole aligned blocks, all of one length, by aligned_round
+// (no search for a block's copy, no shifts); otherwise every block of
+// every copy is dealt out to the lanes, kBlocksPerLane in flight per lane.
 __device__ void warp_copy(WarpScratch& ws, uint32_t lanes, const CopyDesc& mine, uint32_t lane) {
   const bool active = ((lanes >> lane) & 1u) != 0;
   const uint32_t blocks = active ? copy_block_count(mine) : 0u;
@@ -231,12 +231,14 @@ __device__ void warp_copy(WarpScratch& ws, uint32_t lanes, const CopyDesc& mine,
     });
     return;
   }
-  // Aligned copies, one length for every copy: the blocks by arithmetic (aligned_round).
+  // Whole aligned blocks, one length for every copy: the blocks by arithmetic (aligned_round).
   const uint32_t len0 = __shfl_sync(kFullWarp, mine.len, lowest_lane(lanes));
-  if (__all_sync(kFullWarp, !active || (aligned_copy(mine) && mine.len == len0))) {
+  if (__all_sync(kFullWarp, !active || (whole_aligned(mine) && mine.len == len0))) {
     if (active) ws.copies[popcount32(lanes & lanes_below(lane))] = mine;
     __syncwarp();
-    aligned_copies(io, ws.copies, popcount32(lanes), len0, lane, 1);
+    const uint32_t nb = len0 / 16, total = popcount32(lanes) * nb;
+    const uint32_t rounds = aligned_rounds(total);
+    for (uint32_t r = 0; r < rounds; ++r) aligned_round(io, ws.copies, nb, total, r, lane);
     __syncwarp();  // ws.copies is rewritten by the next epoch
     return;
   }

@@ -11,8 +11,8 @@
 //   4. effects: next_epoch splits the prefix at atomics, so an atomic takes effect after every
 //      write before it (put-with-signal) and atomics of a QP run in order; the copies of an epoch are
 //      cut into 16-byte destination blocks (plan_copy_block) that the 32 lanes share, several
-//      blocks in flight per lane (copy_blocks), whatever the payload sizes; copies from and to
-//      16-byte aligned addresses, all of one length, take a shorter road (aligned_round);
+//      blocks in flight per lane (copy_blocks), whatever the payload sizes; copies of whole aligned
+//      blocks, all of one length, take a shorter road (aligned_round);
 //   5. CQEs: cqe_slot says which lane writes which CQE (each signaled WQE its own, in order; a
 //      collapsed CQ only the newest).
 #pragma once
@@ -323,17 +323,17 @@ struct EffectRecorder {
   }
 };
 
-// ---- the aligned copies: pointer payloads from and to 16-byte aligned addresses --------------------
-// An epoch whose copies all start at 16-byte aligned source and destination (the source in global
-// memory), all of one length, as a sweep's pointer writes of 16 B..64 KiB do: unit u of the copies
-// laid end to end is block u % nb of copy u / nb, found by arithmetic instead of owner_of_block's
-// search, and moved as it was loaded (no compose_block). A length that is not a multiple of 16
-// ends in a partial block: its aligned source chunk is loaded whole (an aligned chunk never
-// crosses a page) and only the copy's bytes are stored.
-GICOMM_HD bool aligned_copy(const CopyDesc& d) {
-  return d.len != 0 && d.src_global != 0 && ((d.dst | d.src) & 15) == 0;
+// ---- the aligned copies: pointer payloads of whole 16-byte blocks ----------------------------------
+// An epoch whose copies all move whole aligned blocks (source, destination and length multiples of
+// 16, the source in global memory) of one length, as a sweep's pointer writes of 16 B..64 KiB do:
+// unit u of the copies laid end to end is block u % nb of copy u / nb, found by arithmetic instead
+// of owner_of_block's search, and moved as it was loaded (no compose_block). Lengths that end in a
+// partial block take the general road: a partial-block store in this unrolled loop raised the
+// engine kernel to 255 registers and halved the 4 KiB copy rate on the H200 (18.6 against 36.9
+// MWQE/s measured side by side), even in an instantiation of its own.
+GICOMM_HD bool whole_aligned(const CopyDesc& d) {
+  return d.len != 0 && d.src_global != 0 && ((d.dst | d.src | d.len) & 15) == 0;
 }
-GICOMM_HD uint32_t aligned_blocks(uint32_t len) { return (len + 15) / 16; }
 
 // Blocks each lane moves per round of aligned copies: 32 lanes x 16 x 16 B = 8 KiB per round trip
 // (one warp serves a QP, so its bytes in flight bound the QP's copy rate; 32 would spill the engine
@@ -341,30 +341,25 @@ GICOMM_HD uint32_t aligned_blocks(uint32_t len) { return (len + 15) / 16; }
 constexpr int kAlignedBlocksPerLane = 16;
 
 // The blocks lane `lane` moves in round `round` of the aligned copies `descs[0..n)` (compacted: the
-// epoch's copies in lane order), each of `len` bytes in nb = aligned_blocks(len) blocks, `total` =
-// n * nb: unit u = round * 32 * kAlignedBlocksPerLane + j * 32 + lane, so each load instruction of
-// the warp covers 32 consecutive blocks of a copy. Every load is issued before any store, and none
-// waits on a branch or a division: the lane's first unit takes one division, each next one is
-// carried 32 units on, and a unit past the end loads the first block of the first copy (memory the
-// copy reads anyway) and stores nothing. kTail: `len` may end in a partial block. Lengths of whole
-// blocks take the instantiation without it: the partial-block test and store in the unrolled loop
-// cost the whole blocks' rate 2.4x at 4 KiB on the H200 (measured side by side, 15.5 against 36.7
-// MWQE/s).
-template <bool kTail, class Io>
-GICOMM_HD void aligned_round(Io& io, const CopyDesc* descs, uint32_t len, uint32_t total, uint32_t round,
+// epoch's copies in lane order), each of `nb` blocks, `total` = n * nb: unit u = round * 32 *
+// kAlignedBlocksPerLane + j * 32 + lane, so each load instruction of the warp covers 32 consecutive
+// blocks of a copy. Every load is issued before any store, and none waits on a branch or a
+// division: the lane's first unit takes one division, each next one is carried 32 units on, and a
+// unit past the end loads the first block of the first copy (memory the copy reads anyway) and
+// stores nothing.
+template <class Io>
+GICOMM_HD void aligned_round(Io& io, const CopyDesc* descs, uint32_t nb, uint32_t total, uint32_t round,
                              uint32_t lane) {
-  const uint32_t nb = aligned_blocks(len), tail_bytes = kTail ? len & 15u : 0u;
   const uint32_t base = round * kWarpLanes * kAlignedBlocksPerLane + lane;
   uint32_t k = base / nb, b = base - k * nb;
   const uint32_t step_k = kWarpLanes / nb, step_b = kWarpLanes - step_k * nb;
   Bytes16 v[kAlignedBlocksPerLane];
   uint64_t dst[kAlignedBlocksPerLane];
-  bool live[kAlignedBlocksPerLane], partial[kAlignedBlocksPerLane] = {};
+  bool live[kAlignedBlocksPerLane];
 GICOMM_UNROLL
   for (int j = 0; j < kAlignedBlocksPerLane; ++j) {
     live[j] = base + static_cast<uint32_t>(j) * kWarpLanes < total;
     const uint32_t kk = live[j] ? k : 0u, bb = live[j] ? b : 0u;
-    if (kTail) partial[j] = tail_bytes != 0 && bb == nb - 1;
     dst[j] = descs[kk].dst + 16ull * bb;
     v[j] = io.load16(descs[kk].src + 16ull * bb, true);
     b += step_b;
@@ -375,33 +370,11 @@ GICOMM_UNROLL
     }
   }
 GICOMM_UNROLL
-  for (int j = 0; j < kAlignedBlocksPerLane; ++j) {
-    if (!live[j]) continue;
-    if (!kTail || !partial[j]) {
-      io.store16(dst[j], v[j]);
-      continue;
-    }
-    BlockPlan tail{};
-    tail.block = dst[j];
-    tail.hi = tail_bytes;
-    store_block(io, tail, v[j]);
-  }
+  for (int j = 0; j < kAlignedBlocksPerLane; ++j)
+    if (live[j]) io.store16(dst[j], v[j]);
 }
 
 GICOMM_HD uint32_t aligned_rounds(uint32_t total_blocks) { return rounds_of(total_blocks, kAlignedBlocksPerLane); }
-
-// Every round of the aligned copies `descs[0..n)` of `len` bytes each, for lanes `lane` ..
-// `lane + lanes - 1` (a GPU lane passes itself and 1; the CPU simulation all 32, round by round as
-// the warp runs them), with the instantiation without the partial block when `len` is a multiple
-// of 16.
-template <class Io>
-GICOMM_HD void aligned_copies(Io& io, const CopyDesc* descs, uint32_t n, uint32_t len, uint32_t lane, uint32_t lanes) {
-  const uint32_t total = n * aligned_blocks(len), rounds = aligned_rounds(total);
-  const bool whole = (len & 15u) == 0;
-  for (uint32_t r = 0; r < rounds; ++r)
-    for (uint32_t l = lane; l < lane + lanes; ++l)
-      whole ? aligned_round<false>(io, descs, len, total, r, l) : aligned_round<true>(io, descs, len, total, r, l);
-}
 
 // ---- completions ------------------------------------------------------------------------------------
 struct CqeSlot {
