@@ -12,7 +12,21 @@
 namespace gicomm::bench::floors {
 namespace {
 
+// How a side hands its flag over. A flag that orders nothing before it needs no release: the GPU-CPU
+// floor stores relaxed at system scope, as mini-proxy's ring store and completion counter do (with a
+// system-scope release it cost about 0.4 us more per round trip on the H200, more than mini-proxy's
+// completion itself, which then sat "below its floor"). The NVLink floor keeps the release of the
+// direct store's and NVSHMEM's flag handoffs it stands under.
+template <bool kRelease>
+__device__ __forceinline__ void hand_over(uint32_t* p, uint32_t v) {
+  if (kRelease)
+    order::st_release_sys_u32(p, v);
+  else
+    order::st_relaxed_sys_u32(p, v);
+}
+
 // The initiator: writes i+1 into `remote`, waits for i+1 in `local`; one sample per exchange.
+template <bool kRelease>
 __global__ void ping_kernel(uint32_t* remote, const uint32_t* local, int warmup, int iters, uint64_t timeout_ns,
                             long long* out, Window* w) {
   w->start = clock_sample();
@@ -20,7 +34,7 @@ __global__ void ping_kernel(uint32_t* remote, const uint32_t* local, int warmup,
   for (int i = -warmup; i < iters; ++i) {
     const uint32_t v = static_cast<uint32_t>(i + warmup + 1);
     const long long t0 = clock64();
-    order::st_release_sys_u32(remote, v);
+    hand_over<kRelease>(remote, v);
     if (!wait_flag(local, v, timeout_ns)) {
       w->timed_out = 1;
       break;
@@ -32,13 +46,14 @@ __global__ void ping_kernel(uint32_t* remote, const uint32_t* local, int warmup,
 }
 
 // The responder on a GPU: echoes each value it sees in `local` into `remote`.
+template <bool kRelease>
 __global__ void pong_kernel(uint32_t* remote, const uint32_t* local, int total, uint64_t timeout_ns, int* timed_out) {
   for (int i = 1; i <= total; ++i) {
     if (!wait_flag(local, static_cast<uint32_t>(i), timeout_ns)) {
       *timed_out = 1;
       return;
     }
-    order::st_release_sys_u32(remote, static_cast<uint32_t>(i));
+    hand_over<kRelease>(remote, static_cast<uint32_t>(i));
   }
 }
 
@@ -81,9 +96,9 @@ Record pair_pingpong(Run& run, int a, int b, Params params) {
   OnDevice<long long> samples(a, iters);
   OnDevice<Window> w(a, 1);
   GICOMM_CUDA(cudaSetDevice(b));
-  pong_kernel<<<1, 1>>>(flag_a.p, flag_b.p, total, run.timeout_ns(), pong_late.p);
+  pong_kernel<true><<<1, 1>>>(flag_a.p, flag_b.p, total, run.timeout_ns(), pong_late.p);
   GICOMM_CUDA(cudaSetDevice(a));
-  ping_kernel<<<1, 1>>>(flag_b.p, flag_a.p, run.warmup(), iters, run.timeout_ns(), samples.p, w.p);
+  ping_kernel<true><<<1, 1>>>(flag_b.p, flag_a.p, run.warmup(), iters, run.timeout_ns(), samples.p, w.p);
   wait_stream(0, 30.0, 50);
   GICOMM_CUDA(cudaSetDevice(b));
   wait_stream(0, 30.0, 50);
@@ -93,6 +108,7 @@ Record pair_pingpong(Run& run, int a, int b, Params params) {
   const double mhz = mhz_of(h);
   Record r = timed_record("floor_nvlink_pingpong_ns", "ns", to_ns(samples.read(iters), mhz), mhz);
   r.params = std::move(params);
+  r.params->set("flag_store", std::string("release_sys"));
   r.doorbell_target = "gpu-memory";
   return r;
 }
@@ -120,11 +136,10 @@ std::vector<Record> host_pingpong(Run& run) {
           return;
         }
       }
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      *back = static_cast<uint32_t>(i);
+      *back = static_cast<uint32_t>(i);  // nothing to order before it: a plain store (x86 keeps order)
     }
   });
-  ping_kernel<<<1, 1>>>(to_host.d, to_gpu.d, run.warmup(), iters, run.timeout_ns(), out.p, w.p);
+  ping_kernel<false><<<1, 1>>>(to_host.d, to_gpu.d, run.warmup(), iters, run.timeout_ns(), out.p, w.p);
   Window h{};
   std::vector<long long> c;
   try {
@@ -137,7 +152,10 @@ std::vector<Record> host_pingpong(Run& run) {
   if (host_late) throw PointFailure("host responder passed its deadline before the GPU's last ping");
   const double mhz = mhz_of(h);
   run.doorbell_target = "pinned-host";
-  return {timed_record("floor_host_pingpong_ns", "ns", to_ns(c, mhz), mhz)};
+  Record r = timed_record("floor_host_pingpong_ns", "ns", to_ns(c, mhz), mhz);
+  r.params = run.point.params;
+  r.params->set("flag_store", std::string("relaxed_sys"));
+  return {r};
 }
 
 // Every ordered pair (a, b), a != b: GPU a initiates (param pair "a-b"), so both directions of a
