@@ -12,11 +12,11 @@
 namespace gicomm::bench::floors {
 namespace {
 
-// How a side hands its flag over. A flag that orders nothing before it needs no release: the GPU-CPU
-// floor stores relaxed at system scope, as mini-proxy's ring store and completion counter do (with a
-// system-scope release it cost about 0.4 us more per round trip on the H200, more than mini-proxy's
-// completion itself, which then sat "below its floor"). The NVLink floor keeps the release of the
-// direct store's and NVSHMEM's flag handoffs it stands under.
+// How a side hands its flag over (param flag_store). A flag that orders nothing before it needs no
+// release, so the floor (the least a round trip costs) stores relaxed at system scope, as
+// mini-proxy's ring store and completion counter do; release_sys measures what a system-scope
+// release adds (a payload handed over before the flag needs it). With release_sys as its only form,
+// the GPU-CPU floor sat above mini-proxy's own completion on the H200.
 template <bool kRelease>
 __device__ __forceinline__ void hand_over(uint32_t* p, uint32_t v) {
   if (kRelease)
@@ -83,6 +83,8 @@ struct OnDevice {
 
 // GPU a pings through GPU b's memory, b answers into a's (both kernels on each GPU's default
 // stream, the responder launched first so it is waiting when the first ping lands).
+bool release_of(Run& run) { return run.param<std::string>("flag_store") == "release_sys"; }
+
 Record pair_pingpong(Run& run, int a, int b, Params params) {
   for (auto [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
     GICOMM_CUDA(cudaSetDevice(x));
@@ -96,9 +98,16 @@ Record pair_pingpong(Run& run, int a, int b, Params params) {
   OnDevice<long long> samples(a, iters);
   OnDevice<Window> w(a, 1);
   GICOMM_CUDA(cudaSetDevice(b));
-  pong_kernel<true><<<1, 1>>>(flag_a.p, flag_b.p, total, run.timeout_ns(), pong_late.p);
+  const bool release = release_of(run);
+  if (release)
+    pong_kernel<true><<<1, 1>>>(flag_a.p, flag_b.p, total, run.timeout_ns(), pong_late.p);
+  else
+    pong_kernel<false><<<1, 1>>>(flag_a.p, flag_b.p, total, run.timeout_ns(), pong_late.p);
   GICOMM_CUDA(cudaSetDevice(a));
-  ping_kernel<true><<<1, 1>>>(flag_b.p, flag_a.p, run.warmup(), iters, run.timeout_ns(), samples.p, w.p);
+  if (release)
+    ping_kernel<true><<<1, 1>>>(flag_b.p, flag_a.p, run.warmup(), iters, run.timeout_ns(), samples.p, w.p);
+  else
+    ping_kernel<false><<<1, 1>>>(flag_b.p, flag_a.p, run.warmup(), iters, run.timeout_ns(), samples.p, w.p);
   wait_stream(0, 30.0, 50);
   GICOMM_CUDA(cudaSetDevice(b));
   wait_stream(0, 30.0, 50);
@@ -108,7 +117,6 @@ Record pair_pingpong(Run& run, int a, int b, Params params) {
   const double mhz = mhz_of(h);
   Record r = timed_record("floor_nvlink_pingpong_ns", "ns", to_ns(samples.read(iters), mhz), mhz);
   r.params = std::move(params);
-  r.params->set("flag_store", std::string("release_sys"));
   r.doorbell_target = "gpu-memory";
   return r;
 }
@@ -126,6 +134,7 @@ std::vector<Record> host_pingpong(Run& run) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2 * run.options.timeout_ms) +
                         std::chrono::seconds(10) + std::chrono::microseconds(100) * total;
   std::atomic<bool> host_late{false};
+  const bool release = release_of(run);
   std::thread responder([&] {
     volatile uint32_t* in = to_host.p;
     volatile uint32_t* back = to_gpu.p;
@@ -136,10 +145,14 @@ std::vector<Record> host_pingpong(Run& run) {
           return;
         }
       }
-      *back = static_cast<uint32_t>(i);  // nothing to order before it: a plain store (x86 keeps order)
+      if (release) std::atomic_thread_fence(std::memory_order_seq_cst);
+      *back = static_cast<uint32_t>(i);
     }
   });
-  ping_kernel<false><<<1, 1>>>(to_host.d, to_gpu.d, run.warmup(), iters, run.timeout_ns(), out.p, w.p);
+  if (release)
+    ping_kernel<true><<<1, 1>>>(to_host.d, to_gpu.d, run.warmup(), iters, run.timeout_ns(), out.p, w.p);
+  else
+    ping_kernel<false><<<1, 1>>>(to_host.d, to_gpu.d, run.warmup(), iters, run.timeout_ns(), out.p, w.p);
   Window h{};
   std::vector<long long> c;
   try {
@@ -152,10 +165,7 @@ std::vector<Record> host_pingpong(Run& run) {
   if (host_late) throw PointFailure("host responder passed its deadline before the GPU's last ping");
   const double mhz = mhz_of(h);
   run.doorbell_target = "pinned-host";
-  Record r = timed_record("floor_host_pingpong_ns", "ns", to_ns(c, mhz), mhz);
-  r.params = run.point.params;
-  r.params->set("flag_store", std::string("relaxed_sys"));
-  return {r};
+  return {timed_record("floor_host_pingpong_ns", "ns", to_ns(c, mhz), mhz)};
 }
 
 // Every ordered pair (a, b), a != b: GPU a initiates (param pair "a-b"), so both directions of a
