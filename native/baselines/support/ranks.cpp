@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -39,9 +40,13 @@ std::string describe_status(int status) {
   return "ended abnormally";
 }
 
+// The job's private directory: the ranks' blobs and, on the emulated rdma-core, their sysfs views,
+// whose counter files the emulation rewrites as traffic moves (tmpfs: /dev/shm unless TMPDIR says).
 std::string make_rendezvous_dir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/gicomm-rdv-XXXXXX";
+  struct stat st;
+  const bool shm = ::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && ::access("/dev/shm", W_OK) == 0;
+  std::string tmpl = std::string(tmp && *tmp ? tmp : shm ? "/dev/shm" : "/tmp") + "/gicomm-rdv-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + tmpl + ": " + std::strerror(errno));
@@ -49,11 +54,8 @@ std::string make_rendezvous_dir() {
 }
 
 void remove_rendezvous_dir(const std::string& dir) {
-  // Only files this job wrote live there (flat).
-  for (const char* name : {"nvshmem_uid", "nccl_uid", "nvshmem_uid.tmp", "nccl_uid.tmp", "missing", "missing.tmp", "error0", "error0.tmp",
-                           "error1", "error1.tmp", "checks1", "checks1.tmp"})
-    ::unlink((dir + "/" + name).c_str());
-  ::rmdir(dir.c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 // A rank's stderr, read by the parent through a pipe: copied to the parent's stderr as it comes
