@@ -1,9 +1,12 @@
 // gicomm-bench-baselines-nvshmem: NVSHMEM over a NIC (transports nvshmem-ibgda and nvshmem-ibrc)
 // through the same dissection kernels and the same NVSHMEM calls as the P2P harness
 // (nvshmem/path.cuh, nvlink/dissect.cuh): put = nvshmem_putmem_nbi, p = nvshmem_uint64_p,
-// completion = nvshmem_quiet, round trip = put-with-signal / p on a flag. Two PEs as forked
-// processes joined by the unique-id bootstrap, placed by nvshmem/placement.h: one per GPU, or both
-// on one GPU when only one is present and the emulated rdma-core answers. NVSHMEM_DISABLE_P2P=1
+// completion = nvshmem_quiet, round trip = put-with-signal / p on a flag. Two PEs joined by the
+// unique-id bootstrap: forked processes of one node (the default), or one PE per process started by
+// a launcher (--rank R --world-size 2 [--rendezvous HOST], mpirun -np 2 or srun -n2 across two
+// nodes: support/launched.h; the unique id then travels over the out-of-band exchange). Placed by
+// nvshmem/placement.h: one per GPU (a node's local rank), or both on one GPU when only one is
+// present and the emulated rdma-core answers. NVSHMEM_DISABLE_P2P=1
 // keeps the two PEs of one node off NVLink and CUDA IPC, so every op goes out through the NIC (or
 // the emulation) and back; the harness checks that the peer's heap is not mapped
 // (nvshmem_ptr == NULL).
@@ -72,13 +75,16 @@ std::vector<std::string> listed_devices() {
   return names;
 }
 
-// Forked PEs on the emulated rdma-core: each is an emulated host of its own and writes its own
-// sysfs view (its port counters), under GICOMM_EMU_SYSFS_DIR when given, else the job's private
-// directory. Set before anything opens an emulated device.
+// PEs on the emulated rdma-core: each is an emulated host of its own and writes its own sysfs view
+// (its port counters). Forked PEs: GICOMM_EMU_SYSFS_DIR/pe<rank> when given, else in the job's
+// private directory; a launched PE keeps the view its runner gave it, else gets one in its
+// private directory. Set before anything opens an emulated device.
 void own_sysfs_view(const gb::RankContext& ctx) {
   const char* given = std::getenv("GICOMM_EMU_SYSFS_DIR");
-  const std::string base = given && *given ? given : ctx.rendezvous_dir + "/sysfs";
-  setenv("GICOMM_EMU_SYSFS_DIR", (base + "/pe" + std::to_string(ctx.rank)).c_str(), 1);
+  const bool set = given && *given;
+  if (ctx.oob && set) return;
+  const std::string base = set ? given : ctx.rendezvous_dir + "/sysfs";
+  setenv("GICOMM_EMU_SYSFS_DIR", (ctx.oob ? base : base + "/pe" + std::to_string(ctx.rank)).c_str(), 1);
 }
 
 int gid_index_of_env() {
@@ -134,7 +140,7 @@ int nic_body(gb::RankContext& ctx, bool ibgda) {
   if (!hca.pin.empty()) setenv("NVSHMEM_HCA_LIST", hca.pin.c_str(), 1);
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-  const Placement place = place_pe(ctx.rank, n, emulated, name);
+  const Placement place = place_pe(ctx.local_rank, n, emulated, name, ctx.local_ranks);
   if (!place.refusal.empty()) return gb::hardware_missing(ctx, place.refusal);
   check(cudaSetDevice(place.device), "cudaSetDevice");
   ctx.topology = "two-rank";
