@@ -293,3 +293,48 @@ def test_emulated_nvshmem_values_never_decide_the_papers_nvshmem_claims():
         assert row["verdict"] == NOT_MEASURABLE, (claim, row["reason"])
     row = _verdict(records, "t3-nvshmem-rtt")
     assert "needs an mlx5 NIC" in row["reason"] and "mlx5 (emulated NIC)" in row["reason"]
+
+
+# ---- on two nodes: one srun task per node, each a PE of its own ----------------------------------
+def test_nvshmem_runs_one_pe_per_node_under_a_two_node_allocation(monkeypatch):
+    two = NicSetup(emulated=False, topology="two-rank")
+    # one node: the harness forks its two PEs there
+    assert ranks.library_topology(two, "nvshmem-ibgda", emulated=False) is None
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    for t in ("nvshmem-ibgda", "nvshmem-ibrc"):
+        assert ranks.library_topology(two, t, emulated=False) == "two-rank"
+    # the emulation's wire is local, other libraries start their own ranks, loopback is one node
+    assert ranks.library_topology(two, "nvshmem-ibgda", emulated=True) is None
+    assert ranks.library_topology(two, "nccl-gin-gdaki", emulated=False) is None
+    loop = NicSetup(emulated=False, topology="loopback")
+    assert ranks.library_topology(loop, "nvshmem-ibgda", emulated=False) is None
+
+
+def test_the_runner_plans_nvshmem_points_as_srun_ranks_on_two_nodes(tmp_path, monkeypatch):
+    from test_baselines import HARNESS, LIBRARY_BASELINES, fake_sysfs
+
+    from gicomm.bench import BatchJob, plan_points
+    from gicomm.experiments import load_experiment
+
+    e = replace(load_experiment(LIBRARY_BASELINES), needs={"gpus": 0}, needs_when=())
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    (build / "bin" / HARNESS).write_text("")
+    monkeypatch.setenv("GICOMM_SYSFS_ROOT", str(fake_sysfs(tmp_path / "sys", {"mlx5_0": "ACTIVE"})))
+    monkeypatch.setenv("GICOMM_BASELINES_DIR", str(tmp_path / "no-builds"))
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    ibgda = point("nvshmem-ibgda", op="put", size=8)
+    job = BatchJob(
+        experiment=e, points=[ibgda], campaign="c", host="h", platform="local", run_index=0,
+        build_dir=build, hardware={"provenance_id": "p", "hostname": "h"},
+        partial=tmp_path / "partial/b0.jsonl", output=tmp_path / "raw/b0.jsonl",
+        nic=NicSetup(emulated=False, topology="two-rank"),
+    )  # fmt: skip
+    node = {"rdma": {"devices": [{"name": "mlx5_0"}]}, "gpus": {"devices": [{"name": "H200"}]}}
+    plan = plan_points(job, node, {"cuda": True})[ibgda.point_id]
+    assert (plan.program, plan.topology, plan.emulated) == (HARNESS, "two-rank", False), plan
+    (cmd,) = ranks.rank_commands([], [plan.program], job.output, {}, plan.topology, False, 2000)
+    assert cmd.argv[0] == "srun" and "--ntasks-per-node=1" in cmd.argv
+    assert ranks.launcher_of(plan.topology, plan.emulated) == "srun"
