@@ -15,18 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "check.h"
 #include "support/launched.h"
 
 using namespace gicomm::baselines;
 
-static int failures = 0;
-#define CHECK(c, msg)                                               \
-  do {                                                              \
-    if (!(c)) {                                                     \
-      ++failures;                                                   \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, msg); \
-    }                                                               \
-  } while (0)
 
 static bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -39,17 +32,17 @@ static void test_what_the_launch_says() {
   std::string err;
   CHECK(!launched_rank({}, {}, 2, &err) && err.empty(), "nothing names a rank: the harness forks");
   auto me = launched_rank({{"rank", "1"}, {"world-size", "2"}, {"rendezvous", "127.0.0.1"}}, {}, 2, &err);
-  CHECK(me && me->launch.rank == 1 && me->launch.source == "flags", err.c_str());
+  CHECK(me && me->launch.rank == 1 && me->launch.source == "flags", "%s", err.c_str());
   CHECK(me && me->local_rank == 1 && me->local_ranks == 2, "rank 0 listens on this host: both ranks local");
   me = launched_rank({{"rank", "1"}, {"world-size", "2"}, {"rendezvous", "nodea.example"}}, {}, 2, &err);
   CHECK(me && me->local_rank == 0 && me->local_ranks == 1, "rank 0 elsewhere: one rank on this host");
   CHECK(!launched_rank({{"rank", "0"}, {"world-size", "3"}}, {}, 2, &err) &&
             has(err, "world size 3 (from flags): this harness runs 2 ranks"),
-        err.c_str());
+        "%s", err.c_str());
   CHECK(!launched_rank({{"rank", "0"}, {"world-size", "2"}, {"peer-timeout-ms", "soon"}}, {}, 2, &err) &&
             has(err, "--peer-timeout-ms soon: allowed"),
-        err.c_str());
-  CHECK(!launched_rank({{"rank", "x"}, {"world-size", "2"}}, {}, 2, &err) && has(err, "rank"), err.c_str());
+        "%s", err.c_str());
+  CHECK(!launched_rank({{"rank", "x"}, {"world-size", "2"}}, {}, 2, &err) && has(err, "rank"), "%s", err.c_str());
   // srun -N2 -n2 --ntasks-per-node=1: rank 1 on nodeb, alone there; rank 0's host is the rendezvous.
   const gicomm::net::Env slurm = {{"SLURM_PROCID", "1"},
                                   {"SLURM_NTASKS", "2"},
@@ -58,20 +51,20 @@ static void test_what_the_launch_says() {
                                   {"SLURM_JOB_ID", "77"}};
   me = launched_rank({}, slurm, 2, &err);
   CHECK(me && me->launch.source == "slurm" && me->launch.rank == 1 && me->launch.rendezvous_host == "nodea",
-        err.c_str());
+        "%s", err.c_str());
   CHECK(me && me->local_rank == 0 && me->local_ranks == 1, "one task per node: local rank 0 of 1");
   // The pipeline's own job step (one task) forks as on one node.
   CHECK(!launched_rank({}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_NODELIST", "nodea"},
                             {"SLURM_TASKS_PER_NODE", "1"}},
                        2, &err) &&
             err.empty(),
-        err.c_str());
+        "%s", err.c_str());
   // mpirun -np 2 on one host: Open MPI's local rank and size.
   me = launched_rank({{"rendezvous", "127.0.0.1"}},
                      {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
                       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
                      2, &err);
-  CHECK(me && me->launch.source == "openmpi" && me->local_rank == 1 && me->local_ranks == 2, err.c_str());
+  CHECK(me && me->launch.source == "openmpi" && me->local_rank == 1 && me->local_ranks == 2, "%s", err.c_str());
   std::vector<unsigned char> blob = {0x00, 0x7f, 0xff, 0x10};
   std::vector<unsigned char> back(4);
   CHECK(from_hex(hex_of(blob.data(), 4), back.data(), 4) && back == blob, "hex round trip");
@@ -139,42 +132,47 @@ static int uid_body(RankContext& ctx) {
   return ctx.points.size() == 2 ? 0 : 5;
 }
 
+// Rank 1 (with `points1`) and rank 0 (with `points0`) as two processes; rank 0's records, and how
+// each rank exited in *rc0 / *rc1.
+static std::string run_pair(const std::string& dir, const std::string& name, const std::string& points0,
+                            const std::string& points1, const std::function<int(RankContext&)>& body, int* rc0,
+                            int* rc1) {
+  const int port = free_port();
+  const pid_t r1 = start_rank(1, port, points1, dir + "/" + name + "1.jsonl", 10000, body);
+  const pid_t r0 = start_rank(0, port, points0, dir + "/" + name + "0.jsonl", 10000, body);
+  *rc0 = wait_rank(r0);
+  *rc1 = wait_rank(r1);
+  return slurp(dir + "/" + name + "0.jsonl");
+}
+
 static void test_two_local_ranks(const std::string& dir) {
   const std::string pts = points_file(dir, "pts.jsonl", {"a", "b"});
+  int rc0 = -1, rc1 = -1;
   // Both ranks, same points: the id crosses over the session, rank 0 records both points.
-  int port = free_port();
-  pid_t r1 = start_rank(1, port, pts, dir + "/r1.jsonl", 10000, uid_body);
-  pid_t r0 = start_rank(0, port, pts, dir + "/r0.jsonl", 10000, uid_body);
-  CHECK(wait_rank(r0) == 0 && wait_rank(r1) == 0, "both ranks exit 0");
-  const std::string out0 = slurp(dir + "/r0.jsonl");
-  CHECK(has(out0, "\"point_id\": \"a\"") && has(out0, "\"point_id\": \"b\"") && !has(out0, "failed"), out0.c_str());
+  const std::string out0 = run_pair(dir, "r", pts, pts, uid_body, &rc0, &rc1);
+  CHECK(rc0 == 0 && rc1 == 0, "both ranks exit 0");
+  CHECK(has(out0, "\"point_id\": \"a\"") && has(out0, "\"point_id\": \"b\"") && !has(out0, "failed"), "%s",
+        out0.c_str());
   CHECK(slurp(dir + "/r1.jsonl").empty(), "rank 1 writes no records");
 
   // Rank 1 lacks point b: the plan is refused, rank 0 records the points failed with the reason.
-  const std::string fewer = points_file(dir, "fewer.jsonl", {"a"});
-  port = free_port();
-  r1 = start_rank(1, port, fewer, dir + "/m1.jsonl", 10000, uid_body);
-  r0 = start_rank(0, port, pts, dir + "/m0.jsonl", 10000, uid_body);
-  CHECK(wait_rank(r0) == 0 && wait_rank(r1) == 1, "rank 0 records; rank 1 fails");
-  const std::string m0 = slurp(dir + "/m0.jsonl");
+  const std::string m0 = run_pair(dir, "m", pts, points_file(dir, "fewer.jsonl", {"a"}), uid_body, &rc0, &rc1);
+  CHECK(rc0 == 0 && rc1 == 1, "rank 0 records; rank 1 fails");
   CHECK(has(m0, "\"status\": \"failed\"") && has(m0, "refused the plan: point b is not among rank 1's points"),
-        m0.c_str());
+        "%s", m0.c_str());
 
   // Nobody comes: rank 0 names the peer it waited for.
-  r0 = start_rank(0, free_port(), pts, dir + "/d0.jsonl", 500, uid_body);
+  const pid_t r0 = start_rank(0, free_port(), pts, dir + "/d0.jsonl", 500, uid_body);
   CHECK(wait_rank(r0) == 0, "rank 0 alone still records");
   const std::string d0 = slurp(dir + "/d0.jsonl");
-  CHECK(has(d0, "\"status\": \"failed\"") && has(d0, "rank 1") && has(d0, "within"), d0.c_str());
+  CHECK(has(d0, "\"status\": \"failed\"") && has(d0, "rank 1") && has(d0, "within"), "%s", d0.c_str());
 
   // Missing hardware on both: skipped, with the reason.
   auto missing = [](RankContext& ctx) { return hardware_missing(ctx, "t needs a GPU, found none"); };
-  port = free_port();
-  r1 = start_rank(1, port, pts, dir + "/h1.jsonl", 10000, missing);
-  r0 = start_rank(0, port, pts, dir + "/h0.jsonl", 10000, missing);
-  CHECK(wait_rank(r0) == 0 && wait_rank(r1) == 0, "missing hardware is no failure of the ranks");
-  const std::string h0 = slurp(dir + "/h0.jsonl");
+  const std::string h0 = run_pair(dir, "h", pts, pts, missing, &rc0, &rc1);
+  CHECK(rc0 == 0 && rc1 == 0, "missing hardware is no failure of the ranks");
   CHECK(has(h0, "\"status\": \"skipped\"") && has(h0, "not measurable on this host: t needs a GPU, found none"),
-        h0.c_str());
+        "%s", h0.c_str());
 }
 
 int main() {
@@ -183,6 +181,5 @@ int main() {
   test_what_the_launch_says();
   test_two_local_ranks(dir);
   std::system(("rm -rf " + std::string(dir)).c_str());
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  return failures ? 1 : 0;
+  return check_result("test_baselines_launched");
 }

@@ -11,19 +11,12 @@
 #include <string>
 
 #include "harness/json.h"
+#include "check.h"
 #include "support/path_proof.h"
 
 using namespace gicomm::baselines;
 namespace net = gicomm::net;
 
-static int failures = 0;
-#define CHECK(c, msg)                                               \
-  do {                                                              \
-    if (!(c)) {                                                     \
-      ++failures;                                                   \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, msg); \
-    }                                                               \
-  } while (0)
 
 static bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -55,7 +48,7 @@ static void test_choice() {
   const std::vector<std::string> listed = {"bnxt_re0", "mlx5_2", "mlx5_0"};
   HcaChoice c = choose_nvshmem_hca(listed, {});
   CHECK(c.device == "mlx5_2" && c.port == 1 && c.pin == "mlx5_2:1", "default: the first mlx5 rdma-core lists, pinned");
-  CHECK(has(c.why, "NVSHMEM_HCA_PREFIX mlx5 (NVSHMEM's default)"), c.why.c_str());
+  CHECK(has(c.why, "NVSHMEM_HCA_PREFIX mlx5 (NVSHMEM's default)"), "%s", c.why.c_str());
   c = choose_nvshmem_hca(listed, {{"NVSHMEM_HCA_PREFIX", "bnxt"}});
   CHECK(c.device == "bnxt_re0" && c.pin == "bnxt_re0:1", "prefix picks bnxt_re0");
   c = choose_nvshmem_hca(listed, {{"NVSHMEM_HCA_LIST", "mlx5_7:1,mlx5_0:2"}});
@@ -65,13 +58,13 @@ static void test_choice() {
   c = choose_nvshmem_hca({"mlx5_10", "mlx5_1"}, {{"NVSHMEM_HCA_LIST", "=mlx5_1"}});
   CHECK(c.device == "mlx5_1", "exact names: mlx5_1, not mlx5_10");
   c = choose_nvshmem_hca(listed, {{"NVSHMEM_HCA_LIST", "mlx5_0:x"}});
-  CHECK(c.device.empty() && has(c.error, "NVSHMEM_HCA_LIST mlx5_0:x") && has(c.error, "port 'x'"), c.error.c_str());
+  CHECK(c.device.empty() && has(c.error, "NVSHMEM_HCA_LIST mlx5_0:x") && has(c.error, "port 'x'"), "%s", c.error.c_str());
   c = choose_nvshmem_hca(listed, {{"NVSHMEM_HCA_LIST", "mlx5_9"}});
-  CHECK(c.device.empty() && has(c.error, "names no device") && has(c.error, "mlx5_2"), c.error.c_str());
+  CHECK(c.device.empty() && has(c.error, "names no device") && has(c.error, "mlx5_2"), "%s", c.error.c_str());
   c = choose_nvshmem_hca({"bnxt_re0"}, {});
-  CHECK(c.device.empty() && has(c.error, "begins with NVSHMEM_HCA_PREFIX mlx5"), c.error.c_str());
+  CHECK(c.device.empty() && has(c.error, "begins with NVSHMEM_HCA_PREFIX mlx5"), "%s", c.error.c_str());
   c = choose_nvshmem_hca({}, {});
-  CHECK(c.device.empty() && has(c.error, "no RDMA device"), c.error.c_str());
+  CHECK(c.device.empty() && has(c.error, "no RDMA device"), "%s", c.error.c_str());
 }
 
 static DissectOps ops_of_8b_put() {
@@ -94,7 +87,7 @@ static void test_claim() {
   const net::TrafficClaim c0 = claim_of(t, 0), c1 = claim_of(t, 1);
   CHECK(c0.tx_bytes == t.initiator_bytes && c0.rx_bytes == t.responder_bytes, "rank 0 sends the initiator's");
   CHECK(c1.tx_bytes == t.responder_bytes && c1.rx_bytes == t.initiator_bytes, "rank 1 receives them");
-  CHECK(has(c0.what, "21000 rate ops of 8 B") && has(c0.what, "220 echoes of 8 B received"), c0.what.c_str());
+  CHECK(has(c0.what, "21000 rate ops of 8 B") && has(c0.what, "220 echoes of 8 B received"), "%s", c0.what.c_str());
   DissectOps big = ops_of_8b_put();
   big.bytes = 65536;
   big.batch = 16;
@@ -113,9 +106,9 @@ static PeerMovement through_the_wire(const PortWatch& w1, const net::TrafficClai
   net::Message m;
   std::string phase, err;
   int version = 0;
-  CHECK(net::Message::decode(text, &m, &phase, &version, &err), err.c_str());
+  CHECK(net::Message::decode(text, &m, &phase, &version, &err), "%s", err.c_str());
   PeerMovement peer;
-  CHECK(read_movement(m, &peer, &err), err.c_str());
+  CHECK(read_movement(m, &peer, &err), "%s", err.c_str());
   CHECK(peer.device == "mlx5_0" && peer.port == 1 && peer.host == "hostb", "the movement names rank 1's port");
   return peer;
 }
@@ -143,7 +136,7 @@ static void test_verdict(const std::string& root) {
   // Both ports moved the claim (and more: NVSHMEM's barriers): ok, the records stay ok.
   std::vector<gicomm::bench::Record> recs = ok_records();
   PathFields f = point(1.2, a0, 1.0, &recs);
-  CHECK(f.ok && f.reason.empty(), f.reason.c_str());
+  CHECK(f.ok && f.reason.empty(), "%s", f.reason.c_str());
   CHECK(recs[0].status == "ok", "a proven point stays ok");
   const auto j = gicomm::bench::Json::parse(recs[0].path_check);
   CHECK(j["verdict"] == "ok" && j["device"] == "mlx5_0" && j["port"] == 1, "path_check names device and port");
@@ -156,19 +149,19 @@ static void test_verdict(const std::string& root) {
   // Rank 0's port moved half the claim: failed with the shortfall.
   recs = ok_records();
   f = point(0.5, a0, 1.0, &recs);
-  CHECK(!f.ok && has(f.reason, "path check failed") && has(f.reason, "claimed at least"), f.reason.c_str());
-  CHECK(recs[0].status == "failed" && has(recs[0].error, "path check: "), recs[0].error.c_str());
+  CHECK(!f.ok && has(f.reason, "path check failed") && has(f.reason, "claimed at least"), "%s", f.reason.c_str());
+  CHECK(recs[0].status == "failed" && has(recs[0].error, "path check: "), "%s", recs[0].error.c_str());
   CHECK(gicomm::bench::Json::parse(recs[0].path_check)["verdict"] == "failed", "verdict failed in the record");
 
   // The traffic went over mlx5_1 instead of the configured mlx5_0.
   recs = ok_records();
   f = point(1.0, a1, 1.0, &recs);
-  CHECK(!f.ok && has(f.reason, "went over another device: mlx5_1 port 1"), f.reason.c_str());
+  CHECK(!f.ok && has(f.reason, "went over another device: mlx5_1 port 1"), "%s", f.reason.c_str());
 
   // Rank 1's port did not see the traffic rank 0 sent.
   recs = ok_records();
   f = point(1.0, a0, 0.1, &recs);
-  CHECK(!f.ok && has(f.reason, "rank 1: path check failed"), f.reason.c_str());
+  CHECK(!f.ok && has(f.reason, "rank 1: path check failed"), "%s", f.reason.c_str());
   CHECK(recs[0].status == "failed", "rank 1's shortfall fails the point");
 
   // Rank 1's movement never came: failed, saying so.
@@ -176,14 +169,14 @@ static void test_verdict(const std::string& root) {
   w0.begin();
   a0.move(c0, 1.0);
   f = path_fields(w0.end(c0), "", "x", nullptr, c1, "no counters from rank 1 within 10000 ms");
-  CHECK(!f.ok && has(f.reason, "rank 1: no counters from rank 1"), f.reason.c_str());
+  CHECK(!f.ok && has(f.reason, "rank 1: no counters from rank 1"), "%s", f.reason.c_str());
   CHECK(gicomm::bench::Json::parse(f.peer)["path"]["ok"] == false, "peer path says why");
 
   // The configured device does not exist on rank 0: unproven, failed.
   PortWatch wrong(r0, "mlx5_9", 1);
   wrong.begin();
   f = path_fields(wrong.end(c0), "", "x", nullptr, c1, "");
-  CHECK(!f.ok && has(f.reason, "path unproven") && has(f.reason, "mlx5_9 port 1"), f.reason.c_str());
+  CHECK(!f.ok && has(f.reason, "path unproven") && has(f.reason, "mlx5_9 port 1"), "%s", f.reason.c_str());
 }
 
 // Both ranks as forked processes (run_ranks), each with its own fake port: rank 1's movement
@@ -219,8 +212,8 @@ static void test_two_ranks(const std::string& root) {
   std::string first, second;
   std::getline(in, first);
   std::getline(in, second);
-  CHECK(first == "ok|", first.c_str());
-  CHECK(second.rfind("failed|path check: rank 1: path check failed", 0) == 0, second.c_str());
+  CHECK(first == "ok|", "%s", first.c_str());
+  CHECK(second.rfind("failed|path check: rank 1: path check failed", 0) == 0, "%s", second.c_str());
 }
 
 int main() {
@@ -231,6 +224,5 @@ int main() {
   test_verdict(dir);
   test_two_ranks(dir);
   std::system(("rm -rf " + std::string(dir)).c_str());
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  return failures ? 1 : 0;
+  return check_result("test_baselines_path_proof");
 }
