@@ -178,27 +178,64 @@ def test_mps_is_part_of_what_a_point_is_measured_under(tmp_path):
 
 
 # ---- the report's NIC paths and the claims, from synthetic records of such a run ------------------
-def nvshmem_records(runs: int = 5):
+def path_check(verdict: str = "ok", moved: int = 300_000) -> dict:
+    """The path proof as gicomm-bench-baselines-nvshmem records it (support/path_proof.cpp): rank
+    0's port and what it moved against the point's claim, rank 1's bytes, why that device."""
+    reason = "" if verdict == "ok" else (
+        "path check failed: the point claims ... on the configured mlx5_0 port 1, whose counters "
+        "moved 1000 tx bytes (claimed at least 224704); no other port carried it either")  # fmt: skip
+    return {
+        "device": "mlx5_0",
+        "port": 1,
+        "verdict": verdict,
+        "expected_bytes": 224_704,
+        "expected_packets": 28_088,
+        "tx_bytes": moved,
+        "rx_bytes": 1_760,
+        "peer_tx_bytes": 1_760,
+        "peer_rx_bytes": moved,
+        "reason": reason,
+        "device_choice": "the first device rdma-core lists whose name begins with "
+        "NVSHMEM_HCA_PREFIX mlx5, port 1; NVSHMEM_HCA_LIST=mlx5_0:1 set so that NVSHMEM uses it",
+        "nic": {"host": "h1", "device": "mlx5_0", "port": 1, "fw_ver": "gicomm-emu 1.0"},
+        "local": {"ok": verdict == "ok", "device": "mlx5_0", "port": 1, "claim": {}, "moved": []},
+    }
+
+
+def nvshmem_records(runs: int = 5, failed_path: tuple[str, str] | None = None):
     """Tidy records of the campaign's library_baselines points as the harness writes them on the
-    emulation: NVSHMEM IBGDA and IBRC, put and p of 8 B, two PEs on one GPU under MPS."""
+    emulation: NVSHMEM IBGDA and IBRC, put and p of 8 B, two PEs on one GPU under MPS, each with
+    its path proof (and peer); `failed_path` (transport, op): that point's counters fell short.
+    Read as the pipeline reads records (schema-checked; a failed path check fails the point)."""
     from conftest import make_record
 
+    from gicomm.records import parse_line
     from gicomm.tidy import tidy_frame
 
     recs = []
     for run in range(runs):
         for t, rtt in (("nvshmem-ibgda", 120_000.0), ("nvshmem-ibrc", 90_000.0)):
             for op in ("put", "p"):
+                short = failed_path == (t, op)
                 for metric, v in (
                     ("issue_ns", 3800.0),
                     ("completion_ns", 52_000.0),
                     ("rtt_ns", rtt),
                 ):
-                    recs.append(make_record(
+                    check = path_check("failed" if short else "ok", 1_000 if short else 300_000)
+                    line = make_record(
                         experiment="library_baselines", transport=t, nic_backend="mlx5",
                         point_id=f"{t}-{op}", metric=metric, run_index=run, rdma_provider="emulated",
                         topology="two-rank", stats={"n": 2000, "p50": v},
-                        params={"op": op, "size": 8, "pes_per_gpu": 2, "mps": "on"}))  # fmt: skip
+                        params={"op": op, "size": 8, "pes_per_gpu": 2, "mps": "on"},
+                        path_check=check,
+                        peer={"rank": 1, "host": "h1", "nic": None, "path": {"ok": True}},
+                    )  # fmt: skip
+                    if short:  # the harness fails the point itself, keeping its values
+                        line |= {"status": "failed", "error": f"path check: {check['reason']}"}
+                    recs.append(
+                        parse_line(json.dumps(line).encode(), f"rank0.jsonl:{len(recs) + 1}")
+                    )
     return tidy_frame(recs)
 
 
@@ -212,11 +249,8 @@ def test_the_nic_paths_page_shows_nvshmem_ran_on_the_emulated_nic_with_its_numbe
         row = paths.loc[t]
         assert (row["ran on"], row["rdma_provider"], row["topology"]) == (
             "emulated NIC", "emulated", "two-rank")  # fmt: skip
-        assert (row["points ok"], row["points failed"], row["counter check"]) == (
-            2,
-            0,
-            "not recorded",
-        )
+        # the harness's own path proof, no longer "not recorded"
+        assert (row["points ok"], row["points failed"], row["counter check"]) == (2, 0, "2 ok")
     values = emulated_values(summarize_runs(records))
     assert set(values["where"]) == {
         "ran on the emulated NIC (emulated rdma-core: not real-NIC numbers)"
@@ -225,6 +259,27 @@ def test_the_nic_paths_page_shows_nvshmem_ran_on_the_emulated_nic_with_its_numbe
     assert set(rtt["op"]) == {"put", "p"} and set(rtt["p50"]) == {120_000.0}
     # how the PEs were placed is shown beside each value
     assert set(values["pes_per_gpu"]) == {2} and set(values["mps"]) == {"on"}
+
+
+def test_a_library_point_whose_counters_fell_short_is_failed_and_never_averaged_in():
+    from gicomm.aggregate import summarize_runs
+    from gicomm.nicpaths import nic_paths
+
+    records = nvshmem_records(runs=1, failed_path=("nvshmem-ibrc", "put"))
+    bad = records[records["point_id"] == "nvshmem-ibrc-put"]
+    assert set(bad["status"]) == {"failed"}
+    assert all(
+        e.startswith("path check: path check failed: the point claims") for e in bad["error"]
+    )
+    assert set(bad["path_check_device"]) == {"mlx5_0"}
+    row = nic_paths(records).set_index("transport").loc["nvshmem-ibrc"]
+    assert (row["points ok"], row["points failed"], row["counter check"]) == (
+        1,
+        1,
+        "1 failed, 1 ok",
+    )
+    summary = summarize_runs(records)
+    assert summary[(summary["transport"] == "nvshmem-ibrc") & (summary["param_op"] == "put")].empty
 
 
 def test_emulated_nvshmem_values_never_decide_the_papers_nvshmem_claims():
@@ -238,3 +293,48 @@ def test_emulated_nvshmem_values_never_decide_the_papers_nvshmem_claims():
         assert row["verdict"] == NOT_MEASURABLE, (claim, row["reason"])
     row = _verdict(records, "t3-nvshmem-rtt")
     assert "needs an mlx5 NIC" in row["reason"] and "mlx5 (emulated NIC)" in row["reason"]
+
+
+# ---- on two nodes: one srun task per node, each a PE of its own ----------------------------------
+def test_nvshmem_runs_one_pe_per_node_under_a_two_node_allocation(monkeypatch):
+    two = NicSetup(emulated=False, topology="two-rank")
+    # one node: the harness forks its two PEs there
+    assert ranks.library_topology(two, "nvshmem-ibgda", emulated=False) is None
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    for t in ("nvshmem-ibgda", "nvshmem-ibrc"):
+        assert ranks.library_topology(two, t, emulated=False) == "two-rank"
+    # the emulation's wire is local, other libraries start their own ranks, loopback is one node
+    assert ranks.library_topology(two, "nvshmem-ibgda", emulated=True) is None
+    assert ranks.library_topology(two, "nccl-gin-gdaki", emulated=False) is None
+    loop = NicSetup(emulated=False, topology="loopback")
+    assert ranks.library_topology(loop, "nvshmem-ibgda", emulated=False) is None
+
+
+def test_the_runner_plans_nvshmem_points_as_srun_ranks_on_two_nodes(tmp_path, monkeypatch):
+    from test_baselines import HARNESS, LIBRARY_BASELINES, fake_sysfs
+
+    from gicomm.bench import BatchJob, plan_points
+    from gicomm.experiments import load_experiment
+
+    e = replace(load_experiment(LIBRARY_BASELINES), needs={"gpus": 0}, needs_when=())
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    (build / "bin" / HARNESS).write_text("")
+    monkeypatch.setenv("GICOMM_SYSFS_ROOT", str(fake_sysfs(tmp_path / "sys", {"mlx5_0": "ACTIVE"})))
+    monkeypatch.setenv("GICOMM_BASELINES_DIR", str(tmp_path / "no-builds"))
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    ibgda = point("nvshmem-ibgda", op="put", size=8)
+    job = BatchJob(
+        experiment=e, points=[ibgda], campaign="c", host="h", platform="local", run_index=0,
+        build_dir=build, hardware={"provenance_id": "p", "hostname": "h"},
+        partial=tmp_path / "partial/b0.jsonl", output=tmp_path / "raw/b0.jsonl",
+        nic=NicSetup(emulated=False, topology="two-rank"),
+    )  # fmt: skip
+    node = {"rdma": {"devices": [{"name": "mlx5_0"}]}, "gpus": {"devices": [{"name": "H200"}]}}
+    plan = plan_points(job, node, {"cuda": True})[ibgda.point_id]
+    assert (plan.program, plan.topology, plan.emulated) == (HARNESS, "two-rank", False), plan
+    (cmd,) = ranks.rank_commands([], [plan.program], job.output, {}, plan.topology, False, 2000)
+    assert cmd.argv[0] == "srun" and "--ntasks-per-node=1" in cmd.argv
+    assert ranks.launcher_of(plan.topology, plan.emulated) == "srun"

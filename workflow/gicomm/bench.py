@@ -200,6 +200,9 @@ def plan_points(job: BatchJob, node: dict[str, Any], build: dict[str, Any]) -> d
             status=route.status,
             reason=route.reason,
             wrap=wrap if route.program else (),
+            topology=ranks.library_topology(job.nic, transport, emulated)
+            if route.program
+            else None,
             emulated=emulated,
             mps=bool(route.program) and ranks.shares_one_gpu(job.nic, transport, backend, node),
         )

@@ -91,6 +91,19 @@ def nic_setup(nic: dict[str, Any], platform: str, platform_spec: dict[str, Any])
     )
 
 
+# Library harnesses that also run as one PE per rank process under the launcher the native
+# drivers use (srun across the two nodes of an allocation); on one node they fork their own PEs.
+LAUNCHED_LIBRARIES = ("nvshmem-ibgda", "nvshmem-ibrc")
+
+
+def library_topology(setup: NicSetup, transport: str | None, emulated: bool) -> str | None:
+    """How a library harness's ranks start: one srun task per node (`two-rank`) when the campaign
+    runs NIC points between two ranks on a real NIC inside a two-node allocation; else None (the
+    harness forks its two PEs on this node, as on the emulated NIC, whose wire is local)."""
+    two_nodes = setup.topology == "two-rank" and in_two_node_allocation()
+    return "two-rank" if transport in LAUNCHED_LIBRARIES and not emulated and two_nodes else None
+
+
 def is_nic_point(nic_backend: str | None) -> bool:
     return nic_backend in REAL_NIC_BACKENDS
 

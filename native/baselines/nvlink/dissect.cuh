@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "nvlink/dissector.cuh"
+#include "support/path_proof.h"
 #include "support/ranks.h"
 
 namespace gicomm::dissect {
@@ -39,9 +40,11 @@ struct Side {
 };
 
 // The point loop shared by every path. `barrier()` lines the ranks up (a no-op in one process).
-// Rank 0 (the side with `init`) writes the records of each point.
+// Rank 0 (the side with `init`) writes the records of each point. `watch`, when given, sees each
+// measured point begin and end on every rank (a NIC harness's path proof).
 template <class Path, class Barrier>
-int run_points(gicomm::baselines::RankContext& ctx, Side<Path>* init, Side<Path>* echo, Barrier barrier) {
+int run_points(gicomm::baselines::RankContext& ctx, Side<Path>* init, Side<Path>* echo, Barrier barrier,
+               gicomm::baselines::PointWatcher* watch = nullptr) {
   using gicomm::baselines::status_records;
   using gicomm::baselines::write_point;
   uint64_t base = 0;
@@ -60,6 +63,7 @@ int run_points(gicomm::baselines::RankContext& ctx, Side<Path>* init, Side<Path>
     }
     std::vector<Record> recs;
     std::string local_error;
+    if (watch) watch->begin(p);
     barrier();
     if (init) {
       check(cudaSetDevice(init->device), "cudaSetDevice");
@@ -94,7 +98,6 @@ int run_points(gicomm::baselines::RankContext& ctx, Side<Path>* init, Side<Path>
     }
     barrier();
     base += static_cast<uint64_t>(s.warmup + s.iters);
-    if (!init) continue;
     if (!local_error.empty()) {
       for (auto& r : status_records({"issue_ns", "completion_ns", "msg_rate", "registers"}, "failed", local_error))
         recs.push_back(r);
@@ -102,6 +105,21 @@ int run_points(gicomm::baselines::RankContext& ctx, Side<Path>* init, Side<Path>
     if (!rtt_error.empty()) {
       for (auto& r : status_records({"rtt_ns"}, "failed", rtt_error)) recs.push_back(r);
     }
+    if (watch) {
+      // What the point sent (rank 0 claims it; rank 1 only reports what its port moved).
+      gicomm::baselines::DissectOps ops;
+      ops.bytes = s.op == kOpP ? 8 : s.bytes;
+      ops.warmup = static_cast<uint64_t>(s.warmup);
+      ops.iters = static_cast<uint64_t>(s.iters);
+      ops.batch = static_cast<uint64_t>(s.batch);
+      ops.reps = static_cast<uint64_t>(s.reps);
+      // run_caller: one warm-up and caller_reps timed runs of the sending variant, one put per block
+      ops.caller_sends = init ? static_cast<uint64_t>(1 + s.caller_reps) * init->d->caller_blocks() : 0;
+      ops.local_ran = local_error.empty();
+      ops.rtt_ran = rtt_error.empty();
+      watch->end(p, ops, init ? &recs : nullptr);
+    }
+    if (!init) continue;
     write_point(ctx, p, recs);
     std::string summary;
     for (const Record& r : recs)
@@ -110,6 +128,11 @@ int run_points(gicomm::baselines::RankContext& ctx, Side<Path>* init, Side<Path>
         summary += r.metric + "=" + gicomm::bench::json_number(r.stats->p50) + " ";
     if (!local_error.empty()) summary += "LOCAL FAILED: " + local_error + " ";
     if (!rtt_error.empty()) summary += "RTT FAILED: " + rtt_error;
+    for (const Record& r : recs)
+      if (r.error.rfind("path check: ", 0) == 0) {
+        summary += " PATH FAILED: " + r.error.substr(12);
+        break;
+      }
     gicomm::baselines::log_point(ctx, index, p, summary,
                                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
   }
@@ -125,17 +148,17 @@ inline void multicast_off() {
 
 // The rank of a two-process library: rank `me` 0 is the initiator, 1 the responder, on the current
 // device, with its region `local` and kernels on `stream`; a last barrier keeps either rank from
-// tearing down while the other still measures.
+// tearing down while the other still measures. `watch`: see run_points.
 template <class Path, class Barrier>
 int run_rank(gicomm::baselines::RankContext& ctx, int me, const Path& path, void* local, cudaStream_t stream,
-             Barrier barrier) {
+             Barrier barrier, gicomm::baselines::PointWatcher* watch = nullptr) {
   int rc = 0;
   {
     Dissector<Path> d(stream);
     int device = 0;  // the rank's own GPU (two ranks may share one)
     check(cudaGetDevice(&device), "cudaGetDevice");
     Side<Path> side{&d, path, device, local};
-    rc = run_points(ctx, me == 0 ? &side : nullptr, me == 1 ? &side : nullptr, barrier);
+    rc = run_points(ctx, me == 0 ? &side : nullptr, me == 1 ? &side : nullptr, barrier, watch);
   }
   barrier();
   return rc;

@@ -69,12 +69,13 @@ inline int init_two_pes(const gicomm::baselines::RankContext& ctx, const std::st
 }
 
 // Both harnesses after init: measure this rank's points on the symmetric region `sym` (two PEs,
-// `me` and its peer), then free it and finalize NVSHMEM.
-inline int measure_and_finalize(gicomm::baselines::RankContext& ctx, char* sym, int me) {
+// `me` and its peer), then free it and finalize NVSHMEM. `watch`: see dissect's run_points.
+inline int measure_and_finalize(gicomm::baselines::RankContext& ctx, char* sym, int me,
+                                gicomm::baselines::PointWatcher* watch = nullptr) {
   init_region(sym);
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  const int rc = run_rank(ctx, me, NvshmemPath{sym, 1 - me}, sym, stream, [] { nvshmem_barrier_all(); });
+  const int rc = run_rank(ctx, me, NvshmemPath{sym, 1 - me}, sym, stream, [] { nvshmem_barrier_all(); }, watch);
   nvshmem_free(sym);
   nvshmem_finalize();
   return rc;

@@ -1,6 +1,7 @@
 // Where the NIC harness's two PEs run, and whether their kernels can run at the same time. Host
 // code only (tested on the CPU: test_nvshmem_placement).
-//  - Two or more GPUs: one PE per GPU (rank r on GPU r), as on a real two-GPU or two-node host.
+//  - Two or more GPUs: one PE per GPU (rank r on GPU r), as on a real two-GPU or two-node host;
+//    one PE per node (ranks a launcher started on two nodes): GPU 0 of each node.
 //  - One GPU on the emulated NIC: both PEs share GPU 0 (NVSHMEM's "limited" multi-process per GPU,
 //    with NVSHMEM_DISABLE_P2P=1 so every operation still takes the NIC transport). Their kernels
 //    then run at the same time only under MPS; without it the GPU time-slices the two processes,
@@ -23,13 +24,15 @@ struct Placement {
   std::string refusal;  // non-empty: the PEs cannot run here, and why
 };
 
-inline Placement place_pe(int rank, int gpus, bool emulated, const std::string& transport) {
-  if (gpus >= 2) return {rank, 1, ""};
-  if (gpus == 1 && emulated) return {0, 2, ""};
-  if (gpus == 1)
+// `local_rank` of `local_ranks` PEs on this host (two forked PEs: their ranks of 2; one PE per node
+// under a launcher: 0 of 1), with `gpus` GPUs.
+inline Placement place_pe(int local_rank, int gpus, bool emulated, const std::string& transport, int local_ranks = 2) {
+  if (gpus >= local_ranks && gpus > 0) return {local_rank, 1, ""};
+  if (gpus == 1 && emulated) return {0, local_ranks, ""};
+  if (gpus >= 1)
     return {0, 0,
-            transport + " needs 2 GPUs (one PE per GPU, talking through the NIC), found 1; two PEs share one GPU only "
-                        "on the emulated NIC"};
+            transport + " needs " + std::to_string(local_ranks) + " GPUs (one PE per GPU, talking through the NIC), found " +
+                std::to_string(gpus) + "; two PEs share one GPU only on the emulated NIC"};
   return {0, 0, transport + " needs a GPU, found none"};
 }
 

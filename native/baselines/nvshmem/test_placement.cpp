@@ -40,6 +40,13 @@ int main() {
   expect(real.refusal.find("nvshmem-ibgda needs 2 GPUs") == 0 && real.refusal.find("found 1") != std::string::npos,
          "one GPU, real NIC: refused naming the transport and the GPUs found: " + real.refusal);
   expect(!place_pe(0, 0, true, "nvshmem-ibgda").refusal.empty(), "no GPU: refused");
+  // One PE per node (launched on two nodes): GPU 0 of a one-GPU node, real NIC or not; none: refused.
+  const auto alone = place_pe(0, 1, false, "nvshmem-ibgda", 1);
+  expect(alone.refusal.empty() && alone.device == 0 && alone.pes_per_gpu == 1, "one PE per node: GPU 0, alone");
+  expect(place_pe(0, 0, false, "nvshmem-ibrc", 1).refusal == "nvshmem-ibrc needs a GPU, found none",
+         "one PE per node without a GPU: refused");
+  // Two local launched ranks on a two-GPU node: local rank r on GPU r.
+  expect(place_pe(1, 2, false, "nvshmem-ibgda", 2).device == 1, "local rank 1 of 2 on GPU 1");
 
   // MPS: a control FIFO or socket in CUDA_MPS_PIPE_DIRECTORY is a daemon; a missing one or a plain file
   // is not.

@@ -1,6 +1,8 @@
 // See ranks.h.
 #include "support/ranks.h"
 
+#include "support/launched.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -30,6 +33,11 @@ std::optional<gicomm::bench::HostLoadWindow>& point_window() {
   return w;
 }
 
+std::string& last_missing() {
+  static std::string why;
+  return why;
+}
+
 std::string describe_status(int status) {
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
@@ -37,23 +45,6 @@ std::string describe_status(int status) {
   }
   if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status));
   return "ended abnormally";
-}
-
-std::string make_rendezvous_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/gicomm-rdv-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + tmpl + ": " + std::strerror(errno));
-  return std::string(buf.data());
-}
-
-void remove_rendezvous_dir(const std::string& dir) {
-  // Only files this job wrote live there (flat).
-  for (const char* name : {"nvshmem_uid", "nccl_uid", "nvshmem_uid.tmp", "nccl_uid.tmp", "missing", "missing.tmp", "error0", "error0.tmp",
-                           "error1", "error1.tmp", "checks1", "checks1.tmp"})
-    ::unlink((dir + "/" + name).c_str());
-  ::rmdir(dir.c_str());
 }
 
 // A rank's stderr, read by the parent through a pipe: copied to the parent's stderr as it comes
@@ -86,6 +77,26 @@ struct ErrRelay {
 
 }  // namespace
 
+// Holds the ranks' blobs and, on the emulated rdma-core, their sysfs views, whose counter files the
+// emulation rewrites as traffic moves: tmpfs (/dev/shm) unless TMPDIR says otherwise.
+std::string make_rendezvous_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  struct stat st;
+  const bool shm = ::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && ::access("/dev/shm", W_OK) == 0;
+  std::string tmpl = std::string(tmp && *tmp ? tmp : shm ? "/dev/shm" : "/tmp") + "/gicomm-rdv-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + tmpl + ": " + std::strerror(errno));
+  return std::string(buf.data());
+}
+
+void remove_rendezvous_dir(const std::string& dir) {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+}
+
+void start_host_load_window() { point_window().emplace(); }
+
 std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankContext& base,
                                    const std::function<int(RankContext&)>& body, double grace_s,
                                    std::vector<std::string>* last_lines) {
@@ -106,6 +117,8 @@ std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankCont
       RankContext ctx = base;
       ctx.rank = r;
       ctx.nranks = nranks;
+      ctx.local_rank = r;
+      ctx.local_ranks = nranks;
       int code = 1;
       point_window().emplace();
       try {
@@ -196,7 +209,25 @@ std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankCont
   return outcome;
 }
 
+namespace {
+
+// A blob as a message of its own phase between launched ranks.
+net::Message swap_blob(const RankContext& ctx, const std::string& name, const net::Message& mine, int timeout_ms) {
+  net::Message theirs;
+  std::string err;
+  if (!ctx.oob->exchange(name, mine, &theirs, timeout_ms, &err)) throw std::runtime_error(err);
+  return theirs;
+}
+
+}  // namespace
+
 void publish_blob(const RankContext& ctx, const std::string& name, const void* data, size_t size) {
+  if (ctx.oob) {
+    net::Message m;
+    m.set("data", hex_of(data, size));
+    swap_blob(ctx, name, m, ctx.peer_timeout_ms);
+    return;
+  }
   const std::string path = ctx.rendezvous_dir + "/" + name;
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -210,6 +241,13 @@ void publish_blob(const RankContext& ctx, const std::string& name, const void* d
 }
 
 void fetch_blob(const RankContext& ctx, const std::string& name, void* data, size_t size, int timeout_ms) {
+  if (ctx.oob) {
+    const net::Message m = swap_blob(ctx, name, net::Message{}, timeout_ms);
+    if (!from_hex(m.get("data"), data, size))
+      throw std::runtime_error(ctx.oob->peer_name() + " sent a " + name + " that is not " + std::to_string(size) +
+                               " bytes of hex");
+    return;
+  }
   const std::string path = ctx.rendezvous_dir + "/" + name;
   const auto t_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
@@ -227,8 +265,12 @@ void fetch_blob(const RankContext& ctx, const std::string& name, void* data, siz
   }
 }
 
+const std::string& missing_reason() { return last_missing(); }
+
 int hardware_missing(const RankContext& ctx, const std::string& reason) {
   std::fprintf(stderr, "%s: %s\n", ctx.info.program.c_str(), reason.c_str());
+  last_missing() = reason;
+  if (ctx.oob) return 3;  // no file to leave: rank 0 records it (support/launched.h)
   try {
     publish_blob(ctx, "missing", reason.data(), reason.size());
   } catch (const std::exception&) {
@@ -312,11 +354,23 @@ int run_baseline_driver(int argc, char** argv, const DriverInfo& info, const std
     std::fprintf(stderr, "%s: %s\n", info.program.c_str(), error.c_str());
     return 2;
   }
+  std::vector<Point> all;
   try {
-    base.points = select_points(gicomm::bench::load_points(base.options), transports, base.options.out_path);
+    all = gicomm::bench::load_points(base.options);
+    base.points = select_points(all, transports, base.options.out_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", info.program.c_str(), e.what());
     return 2;
+  }
+  // Ranks a launcher started (one per process): rank 1 runs the points rank 0 still has to measure.
+  const auto launched = launched_rank(base.options.launch_flags, net::process_env(), nranks, &error);
+  if (!error.empty()) {
+    std::fprintf(stderr, "%s: %s\n", info.program.c_str(), error.c_str());
+    return 2;
+  }
+  if (launched) {
+    if (launched->launch.rank != 0) base.points = select_points(all, transports, "");
+    return run_launched_rank(base, *launched, transports, metrics, body);
   }
   if (base.points.empty()) return 0;
   base.rendezvous_dir = make_rendezvous_dir();

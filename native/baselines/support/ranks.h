@@ -1,12 +1,15 @@
 // Process plumbing shared by the baseline harnesses: run a two-rank job as forked children of a
-// parent that never touches CUDA, exchange a small blob (an NVSHMEM or NCCL unique id) through a
-// file, and turn what the ranks left behind into records for the points they did not finish.
+// parent that never touches CUDA (or as one rank of two a launcher started: support/launched.h),
+// exchange a small blob (an NVSHMEM or NCCL unique id) through a file (or the out-of-band session),
+// and turn what the ranks left behind into records for the points they did not finish.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "gicomm/net/oob.h"
 #include "harness/harness.h"
 
 namespace gicomm::baselines {
@@ -20,7 +23,13 @@ using gicomm::bench::Record;
 struct RankContext {
   int rank = 0;
   int nranks = 1;
-  std::string rendezvous_dir;  // private temporary directory of this job
+  std::string rendezvous_dir;  // private temporary directory of this job (of this rank, when launched)
+  // Where this rank runs among the ranks of its host (its GPU): forked ranks all share one host.
+  int local_rank = 0, local_ranks = 1;
+  // Ranks a launcher started: the session with the peer, which carries the blobs, and how long a
+  // rank waits for its peer. nullptr: forked ranks, blobs through files of rendezvous_dir.
+  std::shared_ptr<gicomm::net::OobSession> oob;
+  int peer_timeout_ms = 60000;
   Options options;
   DriverInfo info;
   std::vector<Point> points;  // unfinished points of this transport, in file order
@@ -40,13 +49,22 @@ std::vector<std::string> run_ranks(int nranks, double deadline_s, const RankCont
                                    std::vector<std::string>* last_lines = nullptr);
 
 // Rank 0 publishes `blob` under `name` (write + rename); the others wait for it, at most
-// `timeout_ms`. Throws std::runtime_error on timeout or I/O error.
+// `timeout_ms`. Throws std::runtime_error on timeout or I/O error. Launched ranks (ctx.oob) swap
+// it as a message of phase `name`: both must call, in the same order.
 void publish_blob(const RankContext& ctx, const std::string& name, const void* data, size_t size);
 void fetch_blob(const RankContext& ctx, const std::string& name, void* data, size_t size, int timeout_ms);
 
 // A rank that finds the hardware or library it needs missing calls this and returns its result
 // (exit code 3); the reason ends up in the skipped records of every point.
 int hardware_missing(const RankContext& ctx, const std::string& reason);
+// The reason this process's last hardware_missing gave ("" when none).
+const std::string& missing_reason();
+
+// The job's private directory (tmpfs where there is one), and its removal with what it holds.
+std::string make_rendezvous_dir();
+void remove_rendezvous_dir(const std::string& dir);
+// Opens this rank's host-load window for its first point (write_point opens the next ones).
+void start_host_load_window();
 
 // Appends `records` of one point (whole lines, one write + fsync), each with the rank's provenance
 // (RankContext) where the record sets none.

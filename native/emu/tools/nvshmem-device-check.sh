@@ -3,6 +3,10 @@
 # GPU machine, in one device-tool call from the repository root:
 #   native/emu/tools/nvshmem-device-check.sh
 # Each step is bounded; everything stops by DEADLINE_S (default 450). Expected: 4-6 minutes.
+# ONLY=baselines runs only the build of gicomm_emu and gicomm-bench-baselines-nvshmem (about 80 s on
+# 16 cores) and the two library_baselines steps (6. below, at most BASELINE_S=60 s each) under MPS:
+#   OUT=$OUT/nvpath ONLY=baselines DEADLINE_S=200 native/emu/tools/nvshmem-device-check.sh
+# The build goes to GICOMM_DEVICE_BUILD (default build/device), configured for sm_90.
 #   0. host facts: GPUs, driver, NVSHMEM package, rdma-core
 #   1. build (CMake, sm_90): the emulation, its NVSHMEM replay test, gicomm-emu-nvshmem (~2 min)
 #   2. replay: NVSHMEM's IBGDA commands and WQEs on the CPU, one process and two over the wire (s)
@@ -14,7 +18,9 @@
 #   6. baselines_ibgda_mps, baselines_ibrc_mps: the library_baselines harness itself
 #      (gicomm-bench-baselines-nvshmem, no pipeline) with its two PEs on GPU 0 under the same MPS
 #      daemon: its correctness checks, then put and p of 8 B (200 iterations); every record must be
-#      ok with rdma_provider emulated, pes_per_gpu 2 and mps on (about 20-40 s each, bounded at 90)
+#      ok with rdma_provider emulated, pes_per_gpu 2 and mps on, and carry a path_check whose verdict
+#      is ok (both PEs' emulated port counters moved at least the point's traffic, on mlx5_0 port 1)
+#      (about 20-40 s each, bounded at BASELINE_S, default 90; 60 with ONLY=baselines)
 #   7. ibgda_2gpu: one PE per GPU, only when two GPUs are visible
 # NVSHMEM steps run through gicomm-emu-run --sysfs (the emulated libraries first on
 # LD_LIBRARY_PATH, /sys/class/infiniband/mlx5_0/device for NVSHMEM's realpath) with
@@ -37,7 +43,13 @@ records=$out/records.jsonl
 : > "$summary"
 : > "$records"
 rm -f "$out/failures.txt"
-build=${GICOMM_DEVICE_BUILD:-build/emu-nvshmem}
+build=${GICOMM_DEVICE_BUILD:-build/device}
+only=${ONLY:-}
+case "$only" in
+  "" | baselines) ;;
+  *) echo "nvshmem-device-check: ONLY=$only: allowed: baselines (or unset for every step)" >&2; exit 2 ;;
+esac
+baseline_s=${BASELINE_S:-$([ "$only" = baselines ] && echo 60 || echo 90)}
 bin=$build/bin
 fails=0
 mps_dir=""
@@ -89,7 +101,7 @@ step_done() {
 
 # The library_baselines harness on its own: put and p of 8 B of nvshmem-<transport> with both PEs
 # on GPU 0 (the only one it sees; it places them), then its records checked: every one ok, emulated,
-# pes_per_gpu 2, mps on. The harness sets NVSHMEM's transport variables itself.
+# pes_per_gpu 2, mps on, path_check ok. The harness sets NVSHMEM's transport variables itself.
 baseline_step() {
   local t=$1 name=baselines_${1}_mps
   local pts=$logs/$name.points.jsonl recs=$logs/$name.records.jsonl
@@ -98,7 +110,7 @@ baseline_step() {
   done > "$pts"
   : > "$recs"
   # GPU 0 alone, also on a two-GPU machine: the step is about two PEs sharing one GPU
-  step "$name" 0 90 env "${nvshmem_env[@]}" CUDA_VISIBLE_DEVICES=0 "$run" --sysfs "$bin/gicomm-bench-baselines-nvshmem" \
+  step "$name" "$baseline_s" env "${nvshmem_env[@]}" CUDA_VISIBLE_DEVICES=0 "$run" --sysfs "$bin/gicomm-bench-baselines-nvshmem" \
     --experiment library_baselines --points "$pts" --out "$recs" --campaign emulated-nic-h200 --host "$(hostname)" \
     --platform h200 --provenance-id "$(hostname)" --run-index 0 --warmup 20 --iters 200 --timeout-ms 5000
   grep -hE 'CHECK [a-z0-9_]+ (PASS|FAIL)' "$logs/$name.log" | sed "s/^/  $name: /" >> "$summary"
@@ -107,14 +119,21 @@ baseline_step() {
 import json, sys
 recs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 bad = [r for r in recs if r["status"] != "ok" or r.get("rdma_provider") != "emulated"
-       or r["params"].get("pes_per_gpu") != 2 or r["params"].get("mps") != "on"]
+       or r["params"].get("pes_per_gpu") != 2 or r["params"].get("mps") != "on"
+       or (r.get("path_check") or {}).get("verdict") != "ok"]
 for r in recs:
     if r["metric"] in ("issue_ns", "completion_ns", "rtt_ns", "msg_rate") and r["status"] == "ok":
         print(f"  METRIC {r['transport']} {r['params']['op']} {r['metric']} p50 {r['stats']['p50']:.6g} {r['unit']}")
+    if r["metric"] == "rtt_ns" and r.get("path_check"):
+        c = r["path_check"]
+        print(f"  PATH {r['transport']} {r['params']['op']} {c['verdict']} {c['device']} port {c['port']}: "
+              f"claimed {c['expected_bytes']} B sent, moved tx {c['tx_bytes']} rx {c['rx_bytes']} B, "
+              f"peer rx {c['peer_rx_bytes']} tx {c['peer_tx_bytes']} B {c['reason'][:300]}")
 for r in bad[:5]:
     print(f"  BAD {r['transport']} {r['params'].get('op')} {r['metric']}: {r['status']} "
-          f"{r.get('rdma_provider')} {r.get('error', '')[:300]}")
-print(f"  {'PASS' if recs and not bad else 'FAIL'} records: {len(recs)} records, {len(bad)} not ok/emulated/2 PEs on 1 GPU under MPS")
+          f"{r.get('rdma_provider')} path {(r.get('path_check') or {}).get('verdict')} {r.get('error', '')[:300]}")
+print(f"  {'PASS' if recs and not bad else 'FAIL'} records: {len(recs)} records, {len(bad)} not "
+      "ok/emulated/2 PEs on 1 GPU under MPS/path check ok")
 sys.exit(0 if recs and not bad else 1)
 PY
     fails=$((fails + 1))
@@ -142,7 +161,7 @@ fi
 t0=$(date +%s)
 {
   cmake -S native -B "$build" -DGICOMM_CUDA_ARCHS=90 -DGICOMM_NVSHMEM_ROOT="$nvshmem_root" &&
-    cmake --build "$build" -j "$(nproc)" --target gicomm_emu emu_nvshmem_replay
+    cmake --build "$build" -j "$(nproc)" --target gicomm_emu $([ "$only" = baselines ] || echo emu_nvshmem_replay)
 } > "$logs/build.log" 2>&1
 rc=$?
 echo "$([ $rc -eq 0 ] && echo PASS || echo FAIL) build: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
@@ -152,8 +171,8 @@ if [ $rc -ne 0 ]; then
   exit 1
 fi
 t0=$(date +%s)
-cmake --build "$build" -j "$(nproc)" --target gicomm-emu-nvshmem gicomm-bench-baselines-nvshmem \
-  > "$logs/build-nvshmem.log" 2>&1
+cmake --build "$build" -j "$(nproc)" --target gicomm-bench-baselines-nvshmem \
+  $([ "$only" = baselines ] || echo gicomm-emu-nvshmem) > "$logs/build-nvshmem.log" 2>&1
 nv_rc=$?
 echo "$([ $nv_rc -eq 0 ] && echo PASS || echo FAIL) build_nvshmem: exit $nv_rc in $(( $(date +%s) - t0 )) s (NVSHMEM at ${nvshmem_root:-none})" |
   tee -a "$summary"
@@ -163,8 +182,8 @@ if [ $nv_rc -ne 0 ]; then
 fi
 
 run=$bin/gicomm-emu-run
-step replay 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib,mlx5_1:ib "$run" "$bin/emu_nvshmem_replay"
-step replay_wire 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib "$run" "$bin/emu_nvshmem_replay" --two-process
+[ "$only" = baselines ] || step replay 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib,mlx5_1:ib "$run" "$bin/emu_nvshmem_replay"
+[ "$only" = baselines ] || step replay_wire 30 env GICOMM_EMU_LOG=quiet GICOMM_EMU_DEVICES=mlx5_0:ib "$run" "$bin/emu_nvshmem_replay" --two-process
 [ $nv_rc -eq 0 ] || exit 1
 
 # What every NVSHMEM step shares: the emulated device, NVSHMEM's NIC path, the logs.
@@ -177,7 +196,7 @@ ibgda_env=(NVSHMEM_IB_ENABLE_IBGDA=1 NVSHMEM_REMOTE_TRANSPORT=none NVSHMEM_IBGDA
 ibrc_env=(NVSHMEM_IB_ENABLE_IBGDA=0 NVSHMEM_REMOTE_TRANSPORT=ibrc)
 meta=(--campaign emulated-nic-h200 --platform h200 --host "$(hostname)" --out "$records")
 
-step ibgda 130 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
+[ "$only" = baselines ] || step ibgda 130 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
   "$bin/gicomm-emu-nvshmem" --transport ibgda --iters 50 --warmup 5 --timeout-s 160 --param mps=off "${meta[@]}"
 
 if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
@@ -186,10 +205,12 @@ if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
   export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
   if nvidia-cuda-mps-control -d > "$logs/mps-start.log" 2>&1; then
     echo "PASS mps: daemon started (pipe $mps_dir/pipe)" | tee -a "$summary"
-    step ibgda_mps 100 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
-      "$bin/gicomm-emu-nvshmem" --transport ibgda --iters 200 --warmup 20 --timeout-s 130 --param mps=on "${meta[@]}"
-    step ibrc_mps 90 env "${nvshmem_env[@]}" "${ibrc_env[@]}" "$run" --sysfs \
-      "$bin/gicomm-emu-nvshmem" --transport ibrc --iters 200 --warmup 20 --timeout-s 120 --param mps=on "${meta[@]}"
+    if [ "$only" != baselines ]; then
+      step ibgda_mps 100 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
+        "$bin/gicomm-emu-nvshmem" --transport ibgda --iters 200 --warmup 20 --timeout-s 130 --param mps=on "${meta[@]}"
+      step ibrc_mps 90 env "${nvshmem_env[@]}" "${ibrc_env[@]}" "$run" --sysfs \
+        "$bin/gicomm-emu-nvshmem" --transport ibrc --iters 200 --warmup 20 --timeout-s 120 --param mps=on "${meta[@]}"
+    fi
     for t in ibgda ibrc; do
       baseline_step "$t"
     done
@@ -203,7 +224,7 @@ if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
 else
   echo "SKIP mps: no nvidia-cuda-mps-control or no time left" | tee -a "$summary"
 fi
-if [ "$ngpus" -ge 2 ]; then
+if [ "$ngpus" -ge 2 ] && [ "$only" != baselines ]; then
   # One PE per GPU needs no MPS; stop it first so the two processes own their GPUs.
   stop_mps
   step ibgda_2gpu 90 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
