@@ -12,19 +12,13 @@
 #include <string>
 #include <thread>
 
+#include "one_qp.h"
+
 int main() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (n == 0) return 77;
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
-  ibv_qp_init_attr ia{};
-  ia.send_cq = ia.recv_cq = cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap.max_send_wr = ia.cap.max_recv_wr = ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-  ibv_qp* qp = ibv_create_qp(pd, &ia);
-  if (qp == nullptr) {
+  OneQp o;
+  if (o.devices == 0) return 77;
+  ibv_qp* qp = o.qp;
+  if (!o.ok()) {
     std::printf("usr1_test: FAIL: no QP\n");
     return 1;
   }
@@ -49,11 +43,11 @@ int main() {
   std::snprintf(qpn, sizeof qpn, "QP 0x%x", qp->qp_num);
   const bool line = text.find("]: engine thread: ") != std::string::npos && text.find(" us\n") != std::string::npos;
   const bool dump = text.find("engine state (SIGUSR1)") != std::string::npos && text.find(qpn) != std::string::npos;
-  ibv_destroy_qp(qp);
-  ibv_destroy_cq(cq);
-  ibv_dealloc_pd(pd);
-  ibv_close_device(ctx);
-  ibv_free_device_list(list);
+  ibv_destroy_qp(o.qp);
+  ibv_destroy_cq(o.cq);
+  ibv_dealloc_pd(o.pd);
+  ibv_close_device(o.ctx);
+  ibv_free_device_list(o.list);
   if (!line || !dump) {
     std::printf("usr1_test: FAIL: %s%s\n", line ? "" : "no 'engine thread' line from the handler; ",
                 dump ? "" : "no state dump naming the QP");
