@@ -7,7 +7,10 @@
 //                one outstanding, p50 of 2,000;
 //   warp_copy    a bare warp copy of the same bytes over the same memory path (16 B per lane,
 //                cache-bypassing loads from the producer GPU's memory, stores to it, then a
-//                system-scope fence), run on the engine's GPU, p50 of 2,000.
+//                system-scope fence), run on the engine's GPU, p50 of 2,000;
+//   chain        the protocol's dependent chain without the engine (chain_kernel: doorbell ->
+//                descriptor -> payload -> CQE -> the producer's poll), same GPU only, p50 of 2,000:
+//                what put + completion cannot go below on that memory path.
 // Placements: softnic-gpu-same (the engine on 16 SMs of GPU 0) always; softnic-gpu (engine on GPU 1)
 // when two GPUs see each other. Every kernel samples clock64 and %globaltimer: each figure carries
 // the SM clock it ran at. Output: one JSON object per line on stdout (and a readable line on
@@ -183,6 +186,106 @@ __global__ void warp_copy_kernel(const uint8_t* src, uint8_t* dst, uint32_t byte
   }
 }
 
+// The protocol's own chain, without the engine's logic: what any engine that serves a put through
+// a doorbell, a WQE in memory and a CQE must wait for, one dependent step after another. A producer
+// thread (block 0) writes a 32 B descriptor (sequence, length, source, destination), a GPU-scope
+// fence, then a doorbell word (relaxed, system scope, as mini-gda rings); a consumer warp (block 1)
+// polls the doorbell, loads the descriptor, moves the payload as warp_copy_kernel does (one 8 B load
+// and store when it is smaller than a block), then releases the CQE word at system scope (as the
+// engine publishes a CQE); the producer polls the CQE. Timed by the producer per op, as
+// one_op_kernel times put + quiet; the same GPU's memory for everything, as softnic-gpu-same
+// places its queues and doorbells. Every wait is bounded by `timeout_ns` (*failed set, the run
+// stops).
+struct ChainWords {
+  uint4 desc[2];           // sequence, length, source, destination
+  uint64_t pad0[12];
+  uint64_t doorbell;       // its own 128 B line
+  uint64_t pad1[15];
+  uint64_t cqe;            // its own 128 B line
+  uint64_t pad2[15];
+  uint32_t failed;
+};
+
+__global__ void chain_kernel(ChainWords* w, const uint8_t* src, uint8_t* dst, uint32_t bytes, int warmup, int iters,
+                             uint64_t timeout_ns, long long* cycles, ClockSample* clock) {
+  const uint32_t lane = threadIdx.x;
+  const int total = warmup + iters;
+  if (blockIdx.x == 0) {  // the producer
+    if (lane != 0) return;
+    const ClockSample c0 = clock_sample();
+    for (int i = 0; i < total && !w->failed; ++i) {
+      const uint64_t seq = static_cast<uint64_t>(i) + 1;
+      const uint64_t s = reinterpret_cast<uint64_t>(src), d = reinterpret_cast<uint64_t>(dst);
+      *reinterpret_cast<volatile uint64_t*>(const_cast<uint8_t*>(src)) = seq;  // the payload changes
+      const long long t0 = clock64();
+      w->desc[0] = make_uint4(static_cast<uint32_t>(seq), bytes, static_cast<uint32_t>(s), static_cast<uint32_t>(s >> 32));
+      w->desc[1] = make_uint4(static_cast<uint32_t>(d), static_cast<uint32_t>(d >> 32), 0, 0);
+      __threadfence();
+      order::st_relaxed_sys_u64(&w->doorbell, seq);
+      const uint64_t start = order::globaltimer_ns();
+      while (order::ld_relaxed_sys_u64(&w->cqe) != seq) {
+        if (order::globaltimer_ns() - start > timeout_ns) {
+          atomicExch(&w->failed, 1u);
+          break;
+        }
+      }
+      const long long t1 = clock64();
+      if (i >= warmup) cycles[i - warmup] = t1 - t0;
+      spin_cycles(2000);
+    }
+    clock[0] = c0;
+    clock[1] = clock_sample();
+    return;
+  }
+  // the consumer warp
+  for (int i = 0; i < total; ++i) {
+    const uint64_t seq = static_cast<uint64_t>(i) + 1;
+    uint64_t seen = 0;
+    if (lane == 0) {
+      const uint64_t start = order::globaltimer_ns();
+      while ((seen = order::ld_relaxed_sys_u64(&w->doorbell)) != seq) {
+        if (order::globaltimer_ns() - start > timeout_ns || *reinterpret_cast<volatile uint32_t*>(&w->failed)) {
+          atomicExch(&w->failed, 1u);
+          break;
+        }
+      }
+    }
+    seen = __shfl_sync(0xffffffffu, seen, 0);
+    if (seen != seq) return;
+    uint4 a = __ldcv(&w->desc[0]), b = __ldcv(&w->desc[1]);
+    for (int r = 0; a.x != static_cast<uint32_t>(seq) && r < 64; ++r) {  // the doorbell overtook it: again
+      a = __ldcv(&w->desc[0]);
+      b = __ldcv(&w->desc[1]);
+    }
+    if (a.x != static_cast<uint32_t>(seq)) {
+      if (lane == 0) atomicExch(&w->failed, 2u);
+      return;
+    }
+    const uint32_t len = a.y;
+    const uint8_t* from = reinterpret_cast<const uint8_t*>(static_cast<uint64_t>(a.z) | (static_cast<uint64_t>(a.w) << 32));
+    uint8_t* to = reinterpret_cast<uint8_t*>(static_cast<uint64_t>(b.x) | (static_cast<uint64_t>(b.y) << 32));
+    if (len < 16) {
+      if (lane == 0) *reinterpret_cast<uint64_t*>(to) = __ldcv(reinterpret_cast<const unsigned long long*>(from));
+    } else {
+      for (uint32_t base = 0; base < len; base += 32 * 16 * 8) {
+        uint4 v[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const uint32_t off = base + (k * 32 + lane) * 16;
+          v[k] = off < len ? __ldcv(reinterpret_cast<const uint4*>(from + off)) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const uint32_t off = base + (k * 32 + lane) * 16;
+          if (off < len) *reinterpret_cast<uint4*>(to + off) = v[k];
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) order::st_release_sys_u64(&w->cqe, seq);
+  }
+}
+
 struct DeviceMem {
   int dev;
   void* p = nullptr;
@@ -270,6 +373,33 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
   const int iters = quick ? 500 : 2000, warmup = 200;
   std::vector<long long> host(iters);
   softnic::enable_peer_access(0, pl.engine_device);
+  // The protocol chain (same GPU, no engine running), for every one-op size.
+  if (pl.engine_device == 0) {
+    DeviceMem words(0, sizeof(ChainWords));
+    for (uint32_t bytes : one_op_sizes) {
+      const std::string shape = "pointer " + std::to_string(bytes) + " B";
+      try {
+        CUDA_OR_THROW(cudaSetDevice(0));
+        CUDA_OR_THROW(cudaMemset(words.p, 0, sizeof(ChainWords)));
+        chain_kernel<<<2, 32>>>(static_cast<ChainWords*>(words.p), static_cast<const uint8_t*>(src.p),
+                                static_cast<uint8_t*>(copy_dst.p), bytes, warmup, iters, 2'000'000'000ull, cycles, clock);
+        CUDA_OR_THROW(cudaGetLastError());
+        CUDA_OR_THROW(cudaDeviceSynchronize());
+        uint32_t failed = 0;
+        CUDA_OR_THROW(cudaMemcpy(&failed, &static_cast<ChainWords*>(words.p)->failed, sizeof failed, cudaMemcpyDeviceToHost));
+        if (failed) throw std::runtime_error(failed == 2 ? "the descriptor never matched its doorbell" : "a chain wait passed its 2 s timeout");
+        ClockSample clk[2];
+        CUDA_OR_THROW(cudaMemcpy(host.data(), cycles, sizeof(long long) * iters, cudaMemcpyDeviceToHost));
+        CUDA_OR_THROW(cudaMemcpy(clk, clock, sizeof clk, cudaMemcpyDeviceToHost));
+        const double mhz = sm_clock_mhz(clk[0], clk[1]);
+        std::vector<double> c(host.begin(), host.end());
+        const double p50 = median(c);
+        emit(pl.name, "chain", shape, p50 * 1e3 / mhz, "ns", mhz, "\"cycles_p50\": " + std::to_string(p50));
+      } catch (const std::exception& e) {
+        emit_failure(pl.name, "chain", shape, e.what());
+      }
+    }
+  }
   // The bare warp copy first: on two GPUs the engine takes every SM of GPU 1 once it runs.
   for (uint32_t bytes : one_op_sizes) {
     if (bytes % 512 != 0) continue;

@@ -120,6 +120,15 @@ def main(argv: list[str]) -> int:
                     f"  what 4 KiB adds to an 8 B put+completion: {c - s:.0f} ns = "
                     f"{(c - s) / w:.2f}x the bare copy ({s:.0f} ns for 8 B)"
                 )
+        for size in ("8", "512", "4096"):
+            chain = after.get((pl, "chain", f"pointer {size} B"))
+            done = after.get((pl, "completion", f"pointer {size} B"))
+            if chain is not None and done is not None:
+                ch, d = float(chain["value"]), float(done["value"])
+                print(
+                    f"  the protocol's chain without the engine, {size} B: {ch:.0f} ns; "
+                    f"put+completion {d:.0f} ns = {d / ch:.2f}x it"
+                )
         old = before.get((pl, "completion", "pointer 4096 B"))
         if old is not None:
             print(f"  replaced engine, 4 KiB put+completion: {cell(old)} ns")
