@@ -3,7 +3,9 @@
 // answers through QP 1 into flag A; block 0 sees the answer. rtt_ns per exchange (%globaltimer).
 // --warmup exchanges, then --iters timed ones, in one kernel. Between two ranks (mlx5) block 0
 // runs alone: its ping lands in flag B of rank 1's buffer, and rank 1's responder
-// (harness/responder.h, scheme "flag") answers into flag A here, through rank 1's QP 0.
+// (harness/responder.h, scheme "flag"; a host thread, or a GPU thread with `responder: gpu`)
+// answers into flag A here, through rank 1's mini-proxy worker and QP 0: never a GPU-built WQE, so
+// such a round trip is not mini-gda's in both directions.
 #include <cstring>
 
 #include "gda.cuh"
@@ -68,6 +70,9 @@ std::vector<Record> measure_rtt(Run& run) {
   // One process: the answer comes from a second block polling flag B in this GPU's memory. Two
   // ranks: from rank 1's responder (below), told where flag A is: mini-gda registers this buffer
   // only after its session connected its DEVX QPs, so rank 1 could not learn it then.
+  const bool peer_pong = run.nic_backend == NicBackend::mlx5 && two_ranks();
+  net::Message ask;
+  const std::string responder = ask_responder(run, peer_pong, &ask);  // before any GPU work
   GdaRig& rig = GdaRig::reuse(gda_config(run, 2), gda_memory(1 << 20));
   // Reset the flags (a previous point used the same values).
   if (rig.dst().pinned) {
@@ -76,9 +81,7 @@ std::vector<Record> measure_rtt(Run& run) {
     GICOMM_CUDA(cudaMemset(rig.dst().p, 0, 128));
   }
   // Two ranks: the answers come from rank 1's responder, into flag A of this rank's buffer.
-  const bool peer_pong = run.nic_backend == NicBackend::mlx5 && two_ranks();
   if (peer_pong) {
-    net::Message ask;
     ask.set("scheme", "flag");
     ask.set_u64("ping_word", kFlagB);
     ask.set_u64("pong_word", kFlagA);
@@ -105,7 +108,7 @@ std::vector<Record> measure_rtt(Run& run) {
   Record r = Record::ok("rtt_ns", "ns", compute_stats(to_d(rtt.read())));
   if (peer_pong) {
     Params params = run.point.params;
-    params.set("responder", std::string(kPongResponderKind));
+    params.set("responder", responder);
     r.params = params;
   }
   r.sm_clock_mhz = measure_sm_clock_mhz(200000);
@@ -114,6 +117,6 @@ std::vector<Record> measure_rtt(Run& run) {
 
 GICOMM_EXPERIMENT(gda_rtt, gda_rtt);
 // Rank 1's half between two ranks: the flag answer (harness/responder.h).
-GICOMM_EXPERIMENT_SERVE(gda_rtt, pong_responder);
+GICOMM_EXPERIMENT_SERVE(gda_rtt, round_trip_responder);
 
 }  // namespace gicomm::bench

@@ -93,10 +93,19 @@ std::vector<Record> measure(Run& run) {
   const Config c = parse(run);
   const NicBackend nic = run.nic();
   run.rdma_provider = require_proxy_backend(nic);
-  // Between two ranks the pong is rank 1's: its responder (harness/responder.h, registered below)
-  // polls ring 0's words where the pings land and answers through its own worker and QP into ring
-  // 1's words here; this GPU runs the ping alone.
+  // Between two ranks the pong is rank 1's: its responder (harness/responder.h, registered below;
+  // a host thread, or with `responder: gpu` a GPU thread as the one-process pong) polls ring 0's
+  // words where the pings land and answers through its own worker and QP into ring 1's words here;
+  // this GPU runs the ping alone.
   const bool peer_pong = c.mode == "pingpong" && nic == NicBackend::verbs && two_ranks();
+  // `responder` (host or gpu) picks what answers on rank 1; the GPU one enqueues as this point's
+  // producers do (its `enqueue` and `store`), as the one-process pong does.
+  net::Message ask;
+  const std::string responder = ask_responder(run, peer_pong, &ask);
+  if (peer_pong && responder == kGpuPongResponderKind) {
+    ask.set("enqueue", c.enqueue);
+    ask.set("store", c.store);
+  }
   if (gpu_count() == 0) throw HardwareMissing("no CUDA device: gicomm-bench-proxy needs a GPU producer");
   if (cudaSetDevice(0) != cudaSuccess) throw HardwareMissing("cannot use CUDA device 0");
   const bool issue = c.mode != "rate";  // issue and pingpong: one op outstanding, per-op samples
@@ -132,7 +141,6 @@ std::vector<Record> measure(Run& run) {
   ProxyRig rig(spec);
   rig.start(nic, {remote.p, remote.n * 8}, {local.data(), local.size() * 8}, /*parked=*/true);
   if (peer_pong) {
-    net::Message ask;
     ask.set("scheme", "proxy-pingpong");
     ask.set_u64("window", c.window);
     // It waits for the next ping at most this long: the point's timeout, plus a cold point's idle time.
@@ -149,7 +157,7 @@ std::vector<Record> measure(Run& run) {
   args.tuned = tuned_state.p;
   args.nrings = c.rings;
   args.tuned_mode = c.enqueue == "tuned" ? 1 : 0;
-  args.store_scope = c.store == "gpu" ? 1u : c.store == "weak" ? 2u : 0u;
+  args.store_scope = store_scope_of(c.store);
   args.window = c.window;
   args.timeout_ns = timeout_ns;
   args.t_start = t0.p;
@@ -253,7 +261,7 @@ std::vector<Record> measure(Run& run) {
   // Records: the point's params plus what the run observed about its CPUs.
   Params params = run.point.params;
   pb::note_cpus(&params, rig.pool->worker_cpus(), clk);
-  if (peer_pong) params.set("responder", std::string(kPongResponderKind));
+  if (peer_pong) params.set("responder", responder);
   params.set("mean_chain", posts ? double(descs) / double(posts) : 0.0);
   auto finish = [&](Record r) {
     r.sm_clock_mhz = sm_mhz;
@@ -279,7 +287,7 @@ std::vector<Record> measure(Run& run) {
 }  // namespace
 
 GICOMM_EXPERIMENT(proxy_one_op, measure);
-GICOMM_EXPERIMENT_SERVE(proxy_one_op, pong_responder);
+GICOMM_EXPERIMENT_SERVE(proxy_one_op, round_trip_responder);
 GICOMM_EXPERIMENT(proxy_msg_rate, measure);
 GICOMM_EXPERIMENT(proxy_worker_ceiling, measure);
 

@@ -106,6 +106,7 @@ std::vector<Record> cpu_pingpong(Run& run) {
   std::string err;
   auto pool = start_pool(run, views, *backend, 1, 1);
   net::Message ask;
+  const std::string responder = ask_responder(run, true, &ask);
   ask.set("scheme", "proxy-pingpong");
   ask.set_u64("window", window);
   ask.set_u64("wait_ms", run.options.timeout_ms);
@@ -151,12 +152,16 @@ std::vector<Record> cpu_pingpong(Run& run) {
         throw PointFailure("ring " + std::to_string(ring) + " word " + std::to_string(w) + " does not hold request " +
                            std::to_string(last) + "'s value");
     }
-  return {Record::ok("rtt_ns", "ns", compute_stats(rtt))};
+  Params params = run.point.params;
+  params.set("responder", responder);
+  Record r = Record::ok("rtt_ns", "ns", compute_stats(rtt));
+  r.params = params;
+  return {r};
 }
 
 GICOMM_EXPERIMENT(proxy_msg_rate, cpu_msg_rate);
 GICOMM_EXPERIMENT(proxy_one_op, cpu_pingpong);
-GICOMM_EXPERIMENT_SERVE(proxy_one_op, pong_responder);
+GICOMM_EXPERIMENT_SERVE(proxy_one_op, round_trip_responder);
 
 }  // namespace
 }  // namespace gicomm::bench

@@ -12,6 +12,9 @@
 #      with the answers' address and rkey named in the request, as mini-gda names them)
 #   7. a responder that never answers: rank 0's record fails, saying it saw no answer and what rank
 #      1's responder saw (the ping, then no further one within its wait)
+#   8. `responder: gpu` asked of a rank 1 whose driver has no GPU responder (this CPU driver): rank
+#      0's record fails with rank 1's refusal, naming the key and value; 6's records name the host
+#      responder that answered them
 set -u
 bin=$1 dir=$2 gid=$3 link=$4
 # 16 ports per run, apart for the two links' tests running side by side
@@ -148,6 +151,20 @@ cat "$dir/mute.rank0.log"
 grep -q '"status": "failed", "error": "ping 0: no answer within 1500 ms (this rank timed out waiting for the pong); rank 1 (host [^)]*).s responder saw 1 pings, answered 0, then ' \
   "$dir/mute.rank0.jsonl" 2>/dev/null || bad "mute: rank 0's record does not say which side timed out"
 grep -o '"error": "[^"]*"' "$dir/mute.rank0.jsonl" | head -1
+port=$((port + 1))
+
+# 8. the GPU responder asked of a driver without it; the host responder named in the records
+grep -q '"responder": "rank 1 host thread via its mini-proxy worker (verbs)"' "$dir/pingpong.rank0.jsonl" ||
+  bad "pingpong: the records do not name rank 1's host responder"
+echo '{"point_id": "pp-gpu", "transport": "mini-proxy", "nic_backend": "verbs", "params": {"mode": "pingpong", "workers": 1, "responder": "gpu"}}' \
+  > "$dir/gpu.points.jsonl"
+PTS=$dir/gpu.points.jsonl
+rank 1 gpu --warmup 0 --iters 5 & p1=$!
+rank 0 gpu --warmup 0 --iters 5
+wait $p1
+grep -q "\"status\": \"failed\", \"error\": \"[^\"]*responder 'gpu': this driver of rank 1 has no GPU responder" \
+  "$dir/gpu.rank0.jsonl" 2>/dev/null || { cat "$dir/gpu.rank0.log" "$dir/gpu.rank1.log"; bad "gpu responder: not refused by rank 1 naming it"; }
+grep -o '"error": "[^"]*"' "$dir/gpu.rank0.jsonl" | head -1
 unset EXP PTS
 
 [ $fails -eq 0 ] && echo "two_rank_emu: ok" || { echo "two_rank_emu: $fails checks FAILED"; exit 1; }

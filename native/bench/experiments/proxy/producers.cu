@@ -33,15 +33,7 @@ __device__ __forceinline__ Request request_of(const ProducerArgs& a, uint32_t r,
 
 __device__ __forceinline__ uint64_t enqueue(const ProducerArgs& a, const proxy::RingView& ring,
                                             proxy::TunedProducer& tp, const Request& q, proxy::WaitError* e) {
-  if (!a.tuned_mode) return proxy::enqueue_baseline(ring, q.value, q.info, a.timeout_ns, e);
-  switch (a.store_scope) {
-    case 1:
-      return proxy::enqueue_tuned<proxy::StoreScope::gpu>(ring, tp, q.value, q.info, a.timeout_ns, e);
-    case 2:
-      return proxy::enqueue_tuned<proxy::StoreScope::weak>(ring, tp, q.value, q.info, a.timeout_ns, e);
-    default:
-      return proxy::enqueue_tuned<proxy::StoreScope::sys>(ring, tp, q.value, q.info, a.timeout_ns, e);
-  }
+  return bench::enqueue_as(ring, tp, q.value, q.info, a.tuned_mode != 0, a.store_scope, a.timeout_ns, e);
 }
 
 // The floor-comparable phase of issue mode: `msgs` more tuned enqueues, each followed by its
