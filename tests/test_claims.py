@@ -305,3 +305,55 @@ def test_a_round_trip_answered_by_a_host_thread_does_not_decide_a_gpu_round_trip
     host_answered = verdict({"responder": "rank 1 host thread via its mini-proxy worker (verbs)"})
     assert gpu_answered["verdict"] != NOT_MEASURABLE, gpu_answered["reason"]
     assert host_answered["verdict"] == NOT_MEASURABLE, host_answered["reason"]
+
+
+def test_a_round_trip_answered_by_rank_1s_gpu_thread_counts_for_the_mini_proxy_rtt_only():
+    """Rank 1's GPU responder polls and enqueues through its mini-proxy worker as the one-process
+    pong of proxy_one_op does: such rows decide the mini-proxy round-trip claim. gda_rtt's answer
+    goes through a proxy whatever answers it, so mini-gda's round trip still skips those rows, and
+    so does a host thread's answer."""
+    from conftest import make_record
+
+    from gicomm.aggregate import summarize_runs
+    from gicomm.select import GPU_RESPONDER, match_rows
+    from gicomm.tidy import tidy_frame
+
+    host = "rank 1 host thread via its mini-proxy worker (verbs)"
+
+    def proxy_rtt(extra: dict) -> pd.DataFrame:
+        return tidy_frame([
+            make_record(experiment="proxy_one_op", transport="mini-proxy", nic_backend="verbs",
+                        metric="rtt_ns", run_index=run, stats={"n": 5, "p50": 5890.0},
+                        params={"mode": "pingpong", "enqueue": "tuned", "state": "cold"} | extra)
+            for run in range(5)
+        ])  # fmt: skip
+
+    def verdict(records: pd.DataFrame, claim: str) -> pd.Series:
+        claims = [c for c in load_claims() if c["id"] == claim]
+        out = check_claims(summarize_runs(records), records, [hardware("c")], claims)
+        return out.set_index("id").iloc[0]
+
+    one_process = verdict(proxy_rtt({}), "t3-tuned-proxy-rtt")
+    gpu_answered = verdict(proxy_rtt({"responder": GPU_RESPONDER}), "t3-tuned-proxy-rtt")
+    host_answered = verdict(proxy_rtt({"responder": host}), "t3-tuned-proxy-rtt")
+    assert gpu_answered["verdict"] == one_process["verdict"] != NOT_MEASURABLE, gpu_answered[
+        "reason"
+    ]
+    assert host_answered["verdict"] == NOT_MEASURABLE, host_answered["reason"]
+
+    # The same responder on gda_rtt, and on proxy_one_op's other metrics: not selected.
+    gda = tidy_frame([
+        make_record(experiment="gda_rtt", transport="mini-gda", nic_backend="mlx5", metric="rtt_ns",
+                    run_index=0, stats={"n": 5, "p50": 6850.0},
+                    params={"payload": "inline", "variant": "gpu_fence", "responder": GPU_RESPONDER}),
+        make_record(experiment="proxy_one_op", transport="mini-proxy", nic_backend="verbs",
+                    metric="issue_ns", run_index=0, stats={"n": 5, "p50": 130.0},
+                    params={"mode": "pingpong", "responder": GPU_RESPONDER}),
+    ])  # fmt: skip
+    summary = summarize_runs(gda)
+    assert match_rows(summary, {"metric": "rtt_ns"}, ["gda_rtt"]).empty
+    assert match_rows(summary, {"metric": "issue_ns"}, ["proxy_one_op"]).empty
+    named = {"metric": "rtt_ns", "params": {"responder": GPU_RESPONDER}}
+    assert len(match_rows(summary, named, ["gda_rtt"])) == 1  # a selector that names it reads it
+    rtt = summarize_runs(proxy_rtt({"responder": GPU_RESPONDER}))
+    assert len(match_rows(rtt, {"metric": "rtt_ns"}, ["proxy_one_op"])) == 1

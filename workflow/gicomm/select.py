@@ -9,9 +9,13 @@ panel reads. The vocabulary of config/claims.yaml and report/paper/catalogue.yam
 - cpu_clock_state (or state): cold | warm, the record's cpu_clock_state, else its `state` param;
 - max_of / min_of: keep only the rows at the largest / smallest value of that parameter.
 
-Rows with a `responder` param (a round trip between two ranks whose answer came from a host thread
-on rank 1, not from a GPU as in the paper's round trips) are selected only by a selector that names
-the responder in its params.
+Rows with a `responder` param (a round trip between two ranks whose answer came from rank 1's
+responder) are selected only by a selector that names the responder in its params, with one
+exception: proxy_one_op's round trip (rtt_ns) answered by a GPU thread on rank 1 through its
+mini-proxy worker is, structurally, the one-process round trip (a GPU thread polls and enqueues
+through the proxy on each side), so it counts where that one does. A host thread's answer lacks the
+GPU poll and enqueue; gda_rtt's answer, even from a GPU thread, goes through a proxy (rank 1 has no
+DEVX QPs), never a GPU-built WQE, so neither stands for the paper's round trips.
 """
 
 from __future__ import annotations
@@ -49,6 +53,25 @@ def clock_states(d: pd.DataFrame) -> pd.Series:
     return state.fillna("").astype(str)
 
 
+# What rank 1's GPU responder writes into params.responder (native/bench/harness/responder.h).
+GPU_RESPONDER = "rank 1 GPU thread via its mini-proxy worker (verbs)"
+# (experiment, transport, metric) whose rows with the GPU responder have the one-process form.
+GPU_ANSWER_AS_ONE_PROCESS = {("proxy_one_op", "mini-proxy", "rtt_ns")}
+
+
+def answered_as_in_one_process(d: pd.DataFrame) -> pd.Series:
+    """Rows whose round trip has the one-process form: no responder, or (proxy_one_op's rtt_ns)
+    rank 1's GPU responder."""
+    responder = d[param_column("responder")]
+    none = responder.isna() | (responder.astype(str) == "")
+    blank = pd.Series("", index=d.index)
+    kinds = zip(
+        d["experiment"], d.get("transport", blank).astype(str), d.get("metric", blank), strict=True
+    )
+    same_form = pd.Series([k in GPU_ANSWER_AS_ONE_PROCESS for k in kinds], index=d.index)
+    return none | ((responder.astype(str) == GPU_RESPONDER) & same_form.astype(bool))
+
+
 def _matches(column: pd.Series, value: Any) -> pd.Series:
     options = as_list(value)
     return column.map(lambda v: any(same(v, x) for x in options)).astype(bool)
@@ -64,9 +87,8 @@ def match_rows(d: pd.DataFrame, sel: dict[str, Any], experiments: list[str]) -> 
         d = d[d["metric"].isin([str(m) for m in as_list(sel["metric"])])]
     if "transport" in sel:
         d = d[d["transport"].astype(str).isin([str(t) for t in as_list(sel["transport"])])]
-    responder = param_column("responder")
-    if responder in d and "responder" not in sel.get("params", {}):
-        d = d[d[responder].isna() | (d[responder].astype(str) == "")]
+    if param_column("responder") in d and "responder" not in sel.get("params", {}):
+        d = d[answered_as_in_one_process(d)]
     for name, value in sel.get("params", {}).items():
         col = param_column(name)
         if col not in d:
