@@ -24,14 +24,26 @@
 #     refused with the reason (PASS when every record is failed saying what it needs):
 #       loaded_rtt and goodput on softnic-cpu
 #   loopback (one process, --topology loopback): the same three mini-gda experiments
-# Expected: about 150-260 s once built (the build: 3-5 min on 16 cores); everything stops by
-# DEADLINE_S (default 330 after the build). $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
+#   rank 1's GPU responder (`responder: gpu`: a GPU thread on rank 1 polls its buffer and answers
+#   through its worker and QP 0), under a private MPS daemon (both ranks then run a kernel at once
+#   on the one GPU; without MPS they would time-slice), each record ok with params.responder
+#   "rank 1 GPU thread via its mini-proxy worker (verbs)":
+#     proxy_one_op_gpuresp                            the pingpong's two points above
+#     gda_rtt_gpuresp                                 gda_rtt's inline point above
+# Expected: about 150-260 s once built (the build: 3-5 min on 16 cores), the GPU responder's two
+# steps 10-30 s more (at most 40 + 25 s); everything stops by DEADLINE_S (default 330 after the
+# build). NICRUN_TARGETS (default every driver below) limits what is built, e.g. to the GPU
+# responder's steps alone (about 40 s of steps, its build 1-3 min when not yet built):
+#   NICRUN_TARGETS="gicomm_emu gicomm-bench-gda gicomm-bench-proxy" \
+#   NICRUN_SKIP='^(loopback_|two_rank_(gda_one_op|gda_msg_rate|connection_scaling|proxy_msg_rate|proxy_one_op|gda_rtt|one_op|loaded_rtt|loaded_rtt_softnic|goodput|goodput_softnic)$)' \
+#   DEADLINE_S=90 native/emu/tools/nic-runs-device.sh $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
 # per step, the records' status, topology and path_check verdict), records.jsonl (rank 0's
 # records of every step, tagged with "step") and logs.tar.gz (build, step logs, points files).
 # What to check: every step PASS; in records.jsonl every record has path_check.verdict "ok",
 # rdma_provider "emulated" (once the records are schema version 2), peer.nic on two-rank steps; the
 # round trips (proxy_one_op, gda_rtt, one_op's rtt_ns) rx and peer_tx non-zero (the answers crossed
-# back) and params.responder naming rank 1's responder.
+# back) and params.responder naming rank 1's responder (the GPU one on the *_gpuresp steps); mps.log
+# in logs.tar.gz says whether the MPS daemon ran.
 # NICRUN_SKIP (an extended regex of step names, e.g. connection_scaling) leaves steps out, saying so.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -59,10 +71,10 @@ pack() {
 } > "$logs/host.log" 2>&1
 
 t0=$(date +%s)
+read -r -a targets <<< "${NICRUN_TARGETS:-gicomm_emu gicomm-bench-gda gicomm-bench-proxy gicomm-bench-loaded-rtt gicomm-bench-goodput}"
 {
   { [ -f "$build/CMakeCache.txt" ] || cmake -S native -B "$build" -DGICOMM_CUDA_ARCHS=90; } &&
-    cmake --build "$build" -j "$(nproc)" --target gicomm_emu gicomm-bench-gda gicomm-bench-proxy \
-      gicomm-bench-loaded-rtt gicomm-bench-goodput
+    cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 } > "$logs/build.log" 2>&1
 rc=$?
 echo "$([ $rc -eq 0 ] && echo PASS || echo FAIL) build: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
@@ -76,7 +88,14 @@ bin=$build/bin
 emu=$bin/gicomm-emu-run
 # The emulation rewrites its counter files once per engine pass: on tmpfs, not the disk.
 sys=$(mktemp -d /dev/shm/gicomm-nicrun.XXXXXX 2>/dev/null || mktemp -d)
-trap 'rm -rf "$sys"' EXIT
+# shellcheck source=mps.sh
+. native/emu/tools/mps.sh
+# Stops the MPS daemon this script started (if any), keeping its log; later processes run without.
+stop_mps() {
+  mps_stop "$logs"
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+trap 'stop_mps; rm -rf "$sys"' EXIT
 port=$(( 21000 + $$ % 20000 ))
 
 # points EXPERIMENT BACKEND PARAMS_JSON...: a points file, one point per PARAMS_JSON
@@ -101,6 +120,10 @@ points proxy_one_op verbs '{"mode": "pingpong", "workers": 1, "state": "warm", "
   '{"mode": "pingpong", "workers": 2, "state": "cold", "idle_ms": 50}'
 points one_op mlx5 '{"payload": "inline"}'
 points gda_rtt mlx5 '{"payload": "inline", "variant": "gpu_fence"}' '{"payload": "pointer", "variant": "gpu_fence"}'
+# rank 1's GPU responder: the same round trips answered by a GPU thread on rank 1
+points proxy_one_op_gpuresp verbs '{"mode": "pingpong", "workers": 1, "state": "warm", "warm_ms": 100, "responder": "gpu"}' \
+  '{"mode": "pingpong", "workers": 2, "state": "cold", "idle_ms": 50, "responder": "gpu"}'
+points gda_rtt_gpuresp mlx5 '{"payload": "inline", "variant": "gpu_fence", "responder": "gpu"}'
 echo '{"point_id": "nicrun-loaded_rtt-softnic-1", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"bulk_ctas": 0}}' \
   > "$logs/loaded_rtt_softnic.points.jsonl"
 for p in '{"queue": "reserved", "bulk_ctas": 0}' '{"queue": "reserved", "bulk_ctas": 4}' '{"queue": "shared", "bulk_ctas": 4}'; do
@@ -200,6 +223,18 @@ two_ranks() {
   [ $rc1 -ne 0 ] && echo "  rank 1 of $n: exit $rc1" >> "$summary"
   if [ -n "${REFUSED:-}" ]; then
     refused "two_rank_$n" $(( rc > rc1 ? rc : rc1 )) "$logs/$n.rank0.jsonl" "$REFUSED"
+  elif [ -n "${RESPONDER:-}" ]; then
+    verdict "two_rank_$n" $(( rc > rc1 ? rc : rc1 )) "$logs/$n.rank0.jsonl"
+    # ... and every record names the responder that answered it
+    python3 - "$logs/$n.rank0.jsonl" "$RESPONDER" <<'PY' ||
+import json, sys
+try:
+    recs = [json.loads(l) for l in open(sys.argv[1])]
+except OSError:
+    recs = []
+sys.exit(0 if recs and all(r["params"].get("responder") == sys.argv[2] for r in recs) else 1)
+PY
+      { echo "FAIL two_rank_$n: not every record names params.responder '$RESPONDER'" | tee -a "$summary"; fails=$((fails + 1)); }
   else
     verdict "two_rank_$n" $(( rc > rc1 ? rc : rc1 )) "$logs/$n.rank0.jsonl"
   fi
@@ -233,6 +268,28 @@ two_ranks loaded_rtt gicomm-bench-loaded-rtt 45 --warmup 10 --iters 100
 STEP=loaded_rtt_softnic REFUSED='*' two_ranks loaded_rtt gicomm-bench-loaded-rtt 15 --warmup 10 --iters 100
 two_ranks goodput gicomm-bench-goodput 40 --warmup 1 --iters 2
 STEP=goodput_softnic REFUSED='*' two_ranks goodput gicomm-bench-goodput 15 --iters 1
+# The GPU responder's steps: two kernels at once on the one GPU, under a private MPS daemon.
+gpu_responder="rank 1 GPU thread via its mini-proxy worker (verbs)"
+if [ -n "${NICRUN_SKIP:-}" ] && [[ two_rank_proxy_one_op_gpuresp =~ $NICRUN_SKIP ]] &&
+  [[ two_rank_gda_rtt_gpuresp =~ $NICRUN_SKIP ]]; then
+  echo "SKIP mps: both GPU responder steps left out (NICRUN_SKIP)" | tee -a "$summary"
+elif command -v nvidia-cuda-mps-control > /dev/null; then
+  if mps_start "$logs/mps.log"; then
+    echo "PASS mps: daemon started (pipe $CUDA_MPS_PIPE_DIRECTORY)" | tee -a "$summary"
+  else
+    echo "FAIL mps: nvidia-cuda-mps-control -d: $(tail -3 "$logs/mps.log") (the steps run time-sliced)" |
+      tee -a "$summary"
+    fails=$((fails + 1))
+  fi
+else
+  echo "FAIL mps: no nvidia-cuda-mps-control (the GPU responder steps run time-sliced)" | tee -a "$summary"
+  fails=$((fails + 1))
+fi
+# shellcheck disable=SC2086
+STEP=proxy_one_op_gpuresp RESPONDER=$gpu_responder two_ranks proxy_one_op gicomm-bench-proxy 40 $loops
+# shellcheck disable=SC2086
+STEP=gda_rtt_gpuresp RESPONDER=$gpu_responder two_ranks gda_rtt gicomm-bench-gda 25 $loops
+stop_mps
 # shellcheck disable=SC2086
 loopback gda_one_op gicomm-bench-gda 10 $loops
 loopback gda_msg_rate gicomm-bench-gda 10 --iters 1

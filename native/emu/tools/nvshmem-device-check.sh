@@ -52,19 +52,13 @@ esac
 baseline_s=${BASELINE_S:-$([ "$only" = baselines ] && echo 60 || echo 90)}
 bin=$build/bin
 fails=0
-mps_dir=""
+# shellcheck source=mps.sh
+. native/emu/tools/mps.sh
 
 left() { echo $(( deadline - $(date +%s) )); }
 
 # Stops the MPS daemon this script started (if any) and keeps its log.
-stop_mps() {
-  [ -n "$mps_dir" ] || return 0
-  echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control > /dev/null 2>&1
-  sleep 1
-  cp -r "$mps_dir/log" "$logs/mps-log" 2>/dev/null
-  rm -rf "$mps_dir"
-  mps_dir=""
-}
+stop_mps() { mps_stop "$logs"; }
 
 finish() {
   stop_mps
@@ -200,10 +194,7 @@ meta=(--campaign emulated-nic-h200 --platform h200 --host "$(hostname)" --out "$
   "$bin/gicomm-emu-nvshmem" --transport ibgda --iters 50 --warmup 5 --timeout-s 160 --param mps=off "${meta[@]}"
 
 if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
-  mps_dir=$(mktemp -d /tmp/gicomm-mps.XXXXXX)
-  mkdir -p "$mps_dir/pipe" "$mps_dir/log"
-  export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
-  if nvidia-cuda-mps-control -d > "$logs/mps-start.log" 2>&1; then
+  if mps_start "$logs/mps-start.log"; then
     echo "PASS mps: daemon started (pipe $mps_dir/pipe)" | tee -a "$summary"
     if [ "$only" != baselines ]; then
       step ibgda_mps 100 env "${nvshmem_env[@]}" "${ibgda_env[@]}" "$run" --sysfs \
@@ -217,8 +208,6 @@ if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
   else
     echo "FAIL mps: nvidia-cuda-mps-control -d: $(tail -3 "$logs/mps-start.log")" | tee -a "$summary"
     fails=$((fails + 1))
-    rm -rf "$mps_dir"
-    mps_dir=""
   fi
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 else
