@@ -28,13 +28,15 @@
 #   through its worker and QP 0), under a private MPS daemon (both ranks then run a kernel at once
 #   on the one GPU; without MPS they would time-slice), each record ok with params.responder
 #   "rank 1 GPU thread via its mini-proxy worker (verbs)":
+#     gpu_responder_unit                              first, alone: test_bench_responder_gpu (the
+#                                                     GPU thread answering into a null backend)
 #     proxy_one_op_gpuresp                            the pingpong's two points above
 #     gda_rtt_gpuresp                                 gda_rtt's inline point above
 # Expected: about 150-260 s once built (the build: 3-5 min on 16 cores), the GPU responder's two
-# steps 10-30 s more (at most 40 + 25 s); everything stops by DEADLINE_S (default 330 after the
+# steps 10-30 s more (at most 30 + 40 + 25 s); everything stops by DEADLINE_S (default 330 after the
 # build). NICRUN_TARGETS (default every driver below) limits what is built, e.g. to the GPU
 # responder's steps alone (about 40 s of steps, its build 1-3 min when not yet built):
-#   NICRUN_TARGETS="gicomm_emu gicomm-bench-gda gicomm-bench-proxy" \
+#   NICRUN_TARGETS="gicomm_emu gicomm-bench-gda gicomm-bench-proxy test_bench_responder_gpu" \
 #   NICRUN_SKIP='^(loopback_|two_rank_(gda_one_op|gda_msg_rate|connection_scaling|proxy_msg_rate|proxy_one_op|gda_rtt|one_op|loaded_rtt|loaded_rtt_softnic|goodput|goodput_softnic)$)' \
 #   DEADLINE_S=90 native/emu/tools/nic-runs-device.sh $OUT/nicrun/ receives summary.txt (one PASS/FAIL line
 # per step, the records' status, topology and path_check verdict), records.jsonl (rank 0's
@@ -71,7 +73,7 @@ pack() {
 } > "$logs/host.log" 2>&1
 
 t0=$(date +%s)
-read -r -a targets <<< "${NICRUN_TARGETS:-gicomm_emu gicomm-bench-gda gicomm-bench-proxy gicomm-bench-loaded-rtt gicomm-bench-goodput}"
+read -r -a targets <<< "${NICRUN_TARGETS:-gicomm_emu gicomm-bench-gda gicomm-bench-proxy gicomm-bench-loaded-rtt gicomm-bench-goodput test_bench_responder_gpu}"
 {
   { [ -f "$build/CMakeCache.txt" ] || cmake -S native -B "$build" -DGICOMM_CUDA_ARCHS=90; } &&
     cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
@@ -268,6 +270,17 @@ two_ranks loaded_rtt gicomm-bench-loaded-rtt 45 --warmup 10 --iters 100
 STEP=loaded_rtt_softnic REFUSED='*' two_ranks loaded_rtt gicomm-bench-loaded-rtt 15 --warmup 10 --iters 100
 two_ranks goodput gicomm-bench-goodput 40 --warmup 1 --iters 2
 STEP=goodput_softnic REFUSED='*' two_ranks goodput gicomm-bench-goodput 15 --iters 1
+# The GPU responder alone first (one process, no NIC: its answers go to mini-proxy's null backend):
+# the GPU thread answers exactly the pings it saw and stops at a ping that never comes.
+if budget gpu_responder_unit 30; then
+  t0=$(date +%s)
+  timeout "$t" "$bin/test_bench_responder_gpu" > "$logs/gpu_responder_unit.log" 2>&1
+  rc=$?
+  v=PASS
+  { [ $rc -eq 0 ] && grep -q '(GPU thread): ok' "$logs/gpu_responder_unit.log"; } || { v=FAIL; fails=$((fails + 1)); }
+  echo "$v gpu_responder_unit: exit $rc in $(( $(date +%s) - t0 )) s: $(tail -1 "$logs/gpu_responder_unit.log")" |
+    tee -a "$summary"
+fi
 # The GPU responder's steps: two kernels at once on the one GPU, under a private MPS daemon.
 gpu_responder="rank 1 GPU thread via its mini-proxy worker (verbs)"
 if [ -n "${NICRUN_SKIP:-}" ] && [[ two_rank_proxy_one_op_gpuresp =~ $NICRUN_SKIP ]] &&
