@@ -108,6 +108,9 @@ std::vector<Record> loaded_rtt(Run& run) {
                      "an RDMA backend for the bulk traffic to the peer and the probe's round trip through rank 1's "
                      "responder (transport mini-proxy with nic_backend verbs has both; the software NIC's "
                      "backends are one process's)");
+  // Two ranks: the probe's answers come from rank 1's responder, the one the point names.
+  c.peer_pong = proxy && c.nic == NicBackend::verbs && c.pingpong && two_ranks();
+  const std::string responder = ask_responder(run, c.peer_pong, &c.ask);
   if (gpu_count() < 1) throw HardwareMissing("no CUDA device: gicomm-bench-loaded-rtt needs a GPU");
   GICOMM_CUDA(cudaSetDevice(0));
   int sms = 0;
@@ -116,9 +119,9 @@ std::vector<Record> loaded_rtt(Run& run) {
   if (2 + int(c.bulk_ctas) > sms) bad("2 + bulk_ctas must fit the GPU's " + std::to_string(sms) + " SMs (all blocks co-resident)");
   const RttRun r = proxy ? run_proxy(c, run) : run_gda(c, run);
   std::vector<Record> out = records_of(r, c.pingpong, static_cast<uint32_t>(std::max(1, run.iters())));
-  if (c.nic == NicBackend::verbs && c.pingpong && two_ranks()) {
+  if (c.peer_pong) {
     Params params = run.point.params;
-    params.set("responder", std::string(kPongResponderKind));
+    params.set("responder", responder);
     for (Record& rec : out) rec.params = params;
   }
   return out;
@@ -129,7 +132,7 @@ std::vector<Record> loaded_rtt(Run& run) {
 GICOMM_EXPERIMENT(loaded_rtt, loaded_rtt);
 GICOMM_EXPERIMENT(proxy_loaded_probe, loaded_rtt);
 // Rank 1's half between two ranks: the probe's answers (harness/responder.h).
-GICOMM_EXPERIMENT_SERVE(loaded_rtt, pong_responder);
-GICOMM_EXPERIMENT_SERVE(proxy_loaded_probe, pong_responder);
+GICOMM_EXPERIMENT_SERVE(loaded_rtt, round_trip_responder);
+GICOMM_EXPERIMENT_SERVE(proxy_loaded_probe, round_trip_responder);
 
 }  // namespace gicomm::bench::loaded_rtt

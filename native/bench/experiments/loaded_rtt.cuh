@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gicomm/common/clock.cuh"
+#include "gicomm/net/oob.h"
 #include "harness/cuda.h"
 #include "harness/harness.h"
 
@@ -30,6 +31,10 @@ struct RttConfig {
   uint32_t bulk_ctas, batch, workers, rings;
   double pace;
   long long settle_us, sq_wqebbs;
+  // Two ranks (mini-proxy, verbs, pingpong): the probe's answers come from rank 1's responder;
+  // `ask` already names which (ask_responder), run_proxy adds what it answers.
+  bool peer_pong = false;
+  net::Message ask;
 };
 
 // What one kernel run gives back, whichever transport.

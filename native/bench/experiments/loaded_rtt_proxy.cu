@@ -215,10 +215,11 @@ RttRun run_proxy(const RttConfig& c, Run& run) {
   rig.start(c.nic, {remote.p, remote.n * 8}, {remote.p, remote.n * 8}, false);
   GICOMM_CUDA(cudaSetDevice(0));
   // Two ranks (verbs): the probe's pings and the bulk writes land at rank 1, whose responder
-  // (harness/responder.h, scheme "flag") answers each ping into the pong word here.
-  const bool peer_pong = c.nic == NicBackend::verbs && c.pingpong && two_ranks();
+  // (harness/responder.h, scheme "flag"; the point's `responder`) answers each ping into the pong
+  // word here.
+  const bool peer_pong = c.peer_pong;
   if (peer_pong) {
-    net::Message ask;
+    net::Message ask = c.ask;
     ask.set("scheme", "flag");
     ask.set_u64("ping_word", kPingSlot);
     ask.set_u64("pong_word", kPongSlot);

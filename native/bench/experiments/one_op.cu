@@ -25,6 +25,6 @@ std::vector<Record> one_op(Run& run) {
 
 GICOMM_EXPERIMENT(one_op, one_op);
 // Rank 1's half of the round trip between two ranks (harness/responder.h).
-GICOMM_EXPERIMENT_SERVE(one_op, pong_responder);
+GICOMM_EXPERIMENT_SERVE(one_op, round_trip_responder);
 
 }  // namespace gicomm::bench

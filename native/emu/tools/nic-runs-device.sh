@@ -32,6 +32,8 @@
 #                                                     GPU thread answering into a null backend)
 #     proxy_one_op_gpuresp                            the pingpong's two points above
 #     gda_rtt_gpuresp                                 gda_rtt's inline point above
+#   (one_op and loaded_rtt take `responder: gpu` too; left out to save device time: the same
+#   responder, dispatch and flag scheme as gda_rtt_gpuresp)
 # Expected: about 150-260 s once built (the build: 3-5 min on 16 cores), the GPU responder's two
 # steps 10-30 s more (at most 30 + 40 + 25 s); everything stops by DEADLINE_S (default 330 after the
 # build). NICRUN_TARGETS (default every driver below) limits what is built, e.g. to the GPU
