@@ -39,11 +39,11 @@ __global__ void gpu_pong(GpuPongArgs a) {
     const uint64_t want = a.rule.ping_value(i);
     // The one-process pong's poll (producers.cu wait_word): one system-scope acquire load per
     // spin; the stop flag (another PCIe read) only every 256 spins.
+    // The clock is read only once a wait begins, as there.
     uint64_t v = proxy::load_acquire_sys(a.landing + word);
-    const uint64_t start = proxy::now_ns();
+    const uint64_t start = v == want ? 0 : proxy::now_ns();
     for (uint32_t spin = 1; v != want; ++spin) {
-      if ((spin & 255) == 0 && proxy::load_relaxed_sys(a.stop) != 0)
-        goto done;
+      if ((spin & 255) == 0 && proxy::load_relaxed_sys(a.stop) != 0) goto done;
       if (proxy::now_ns() - start > a.wait_ns) {
         o.why = kPongPingTimeout;
         o.at = i;
