@@ -151,6 +151,24 @@ __global__ void one_op_kernel(Context ctx, Target t, uint32_t bytes, bool inl, i
   clock[1] = clock_sample();
 }
 
+// One warp moves `bytes` (a multiple of 16) from src to dst: 16 B per lane per load, cache-bypassing,
+// eight loads of each lane in flight before its stores.
+__device__ __forceinline__ void warp_move(const uint8_t* src, uint8_t* dst, uint32_t bytes, uint32_t lane) {
+  for (uint32_t base = 0; base < bytes; base += 32 * 16 * 8) {
+    uint4 v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t off = base + (k * 32 + lane) * 16;
+      v[k] = off < bytes ? __ldcv(reinterpret_cast<const uint4*>(src + off)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t off = base + (k * 32 + lane) * 16;
+      if (off < bytes) *reinterpret_cast<uint4*>(dst + off) = v[k];
+    }
+  }
+}
+
 // The bare reference: one warp moves `bytes` (a multiple of 512) from src to dst, 16 B per lane per
 // load, every load of a pass in flight before its stores, then a system-scope fence (the stores
 // have landed, as the engine needs before it writes a CQE).
@@ -161,19 +179,7 @@ __global__ void warp_copy_kernel(const uint8_t* src, uint8_t* dst, uint32_t byte
   for (int i = -warmup; i < iters; ++i) {
     __syncwarp();
     const long long t0 = clock64();
-    for (uint32_t base = 0; base < bytes; base += 32 * 16 * 8) {
-      uint4 v[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const uint32_t off = base + (k * 32 + lane) * 16;
-        v[k] = off < bytes ? __ldcv(reinterpret_cast<const uint4*>(src + off)) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const uint32_t off = base + (k * 32 + lane) * 16;
-        if (off < bytes) *reinterpret_cast<uint4*>(dst + off) = v[k];
-      }
-    }
+    warp_move(src, dst, bytes, lane);
     __threadfence_system();
     __syncwarp();
     const long long t1 = clock64();
@@ -267,19 +273,7 @@ __global__ void chain_kernel(ChainWords* w, const uint8_t* src, uint8_t* dst, ui
     if (len < 16) {
       if (lane == 0) *reinterpret_cast<uint64_t*>(to) = __ldcv(reinterpret_cast<const unsigned long long*>(from));
     } else {
-      for (uint32_t base = 0; base < len; base += 32 * 16 * 8) {
-        uint4 v[8];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          const uint32_t off = base + (k * 32 + lane) * 16;
-          v[k] = off < len ? __ldcv(reinterpret_cast<const uint4*>(from + off)) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          const uint32_t off = base + (k * 32 + lane) * 16;
-          if (off < len) *reinterpret_cast<uint4*>(to + off) = v[k];
-        }
-      }
+      warp_move(from, to, len, lane);
     }
     __syncwarp();
     if (lane == 0) order::st_release_sys_u64(&w->cqe, seq);
