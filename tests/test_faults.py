@@ -49,6 +49,10 @@ def test_a_second_run_on_the_same_results_is_refused(repo_copy: Path):
         "--config",
         "native={cuda: 'off'}",
         "report={archived: []}",  # this campaign only: the archived reports are another test's
+        "--",
+        # up to the campaign's summary: every point measured (long enough to be raced), no model,
+        # figures or report (the full local run's test has those)
+        "results/local/aggregate/summary.csv",
     ]
     first = subprocess.Popen(
         cmd, cwd=repo_copy, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
