@@ -167,7 +167,7 @@ int nic_body(gb::RankContext& ctx, bool ibgda) {
                              "would not go through the NIC");
   }
   // After init: the emulated devices' sysfs views exist once NVSHMEM has opened them.
-  gb::RankPathProof proof(ctx, gb::counters_root(), hca, gid_index_of_env());
+  gb::RankPathProof proof(ctx, gicomm::net::sysfs_root(), hca, gid_index_of_env());
   return measure_and_finalize(ctx, sym, me, &proof);
 }
 

@@ -170,27 +170,4 @@ int run_launched_rank(RankContext ctx, const LaunchedRank& me, const std::vector
   return 0;
 }
 
-std::string hex_of(const void* data, size_t size) {
-  static const char* digits = "0123456789abcdef";
-  const auto* b = static_cast<const unsigned char*>(data);
-  std::string out(2 * size, '0');
-  for (size_t i = 0; i < size; ++i) {
-    out[2 * i] = digits[b[i] >> 4];
-    out[2 * i + 1] = digits[b[i] & 15];
-  }
-  return out;
-}
-
-bool from_hex(const std::string& hex, void* data, size_t size) {
-  if (hex.size() != 2 * size) return false;
-  auto v = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
-  auto* b = static_cast<unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) {
-    const int hi = v(hex[2 * i]), lo = v(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    b[i] = static_cast<unsigned char>(hi << 4 | lo);
-  }
-  return true;
-}
-
 }  // namespace gicomm::baselines

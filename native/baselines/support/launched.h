@@ -38,7 +38,5 @@ int run_launched_rank(RankContext ctx, const LaunchedRank& me, const std::vector
                       const std::vector<std::string>& metrics, const std::function<int(RankContext&)>& body);
 
 // Hex text of a blob and back (false on a wrong length or digit).
-std::string hex_of(const void* data, size_t size);
-bool from_hex(const std::string& hex, void* data, size_t size);
 
 }  // namespace gicomm::baselines

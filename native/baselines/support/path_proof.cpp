@@ -27,11 +27,6 @@ std::string number_or_null(const net::PortDelta& d, uint64_t v) { return d.valid
 
 }  // namespace
 
-std::string counters_root() {
-  const char* emu = std::getenv("GICOMM_EMU_SYSFS_DIR");
-  return emu && *emu ? emu : "/sys";
-}
-
 HcaChoice choose_nvshmem_hca(const std::vector<std::string>& listed, const std::map<std::string, std::string>& env) {
   HcaChoice c;
   const std::string list = env_of(env, "NVSHMEM_HCA_LIST");

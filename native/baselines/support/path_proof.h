@@ -19,10 +19,6 @@
 
 namespace gicomm::baselines {
 
-// The sysfs root the counters are read from: the emulated rdma-core's own view of its devices
-// when it writes one (GICOMM_EMU_SYSFS_DIR, one per process), else the kernel's.
-std::string counters_root();
-
 // ---- which NIC ---------------------------------------------------------------------------------------
 struct HcaChoice {
   std::string device;  // empty: none fits (error says why)

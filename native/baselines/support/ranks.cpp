@@ -224,7 +224,7 @@ net::Message swap_blob(const RankContext& ctx, const std::string& name, const ne
 void publish_blob(const RankContext& ctx, const std::string& name, const void* data, size_t size) {
   if (ctx.oob) {
     net::Message m;
-    m.set("data", hex_of(data, size));
+    m.set("data", net::hex_of(data, size));
     swap_blob(ctx, name, m, ctx.peer_timeout_ms);
     return;
   }
@@ -243,7 +243,7 @@ void publish_blob(const RankContext& ctx, const std::string& name, const void* d
 void fetch_blob(const RankContext& ctx, const std::string& name, void* data, size_t size, int timeout_ms) {
   if (ctx.oob) {
     const net::Message m = swap_blob(ctx, name, net::Message{}, timeout_ms);
-    if (!from_hex(m.get("data"), data, size))
+    if (!net::bytes_of(m.get("data"), data, size))
       throw std::runtime_error(ctx.oob->peer_name() + " sent a " + name + " that is not " + std::to_string(size) +
                                " bytes of hex");
     return;

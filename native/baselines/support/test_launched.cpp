@@ -67,8 +67,8 @@ static void test_what_the_launch_says() {
   CHECK(me && me->launch.source == "openmpi" && me->local_rank == 1 && me->local_ranks == 2, "%s", err.c_str());
   std::vector<unsigned char> blob = {0x00, 0x7f, 0xff, 0x10};
   std::vector<unsigned char> back(4);
-  CHECK(from_hex(hex_of(blob.data(), 4), back.data(), 4) && back == blob, "hex round trip");
-  CHECK(!from_hex("0g", back.data(), 1) && !from_hex("00", back.data(), 2), "bad hex refused");
+  CHECK(gicomm::net::bytes_of(gicomm::net::hex_of(blob.data(), 4), back.data(), 4) && back == blob, "hex round trip");
+  CHECK(!gicomm::net::bytes_of("0g", back.data(), 1) && !gicomm::net::bytes_of("00", back.data(), 2), "bad hex refused");
 }
 
 static int free_port() {

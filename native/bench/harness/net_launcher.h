@@ -35,35 +35,9 @@ inline constexpr size_t kFetchPiece = 256 * 1024;
 
 [[noreturn]] inline void fail(const std::string& why) { throw std::runtime_error(why); }
 
-// The sysfs root the port counters are read from: the emulated rdma-core's view when it writes one
-// (GICOMM_EMU_SYSFS_DIR), else the kernel's.
-inline std::string sysfs_root() {
-  const char* emu = std::getenv("GICOMM_EMU_SYSFS_DIR");
-  return emu && *emu ? emu : "/sys";
-}
-
-inline std::string hex_of(const void* p, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out(2 * n, '0');
-  const auto* b = static_cast<const uint8_t*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = digits[b[i] >> 4];
-    out[2 * i + 1] = digits[b[i] & 15];
-  }
-  return out;
-}
-
-inline bool bytes_of(const std::string& hex, void* p, size_t n) {
-  if (hex.size() != 2 * n) return false;
-  auto v = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
-  auto* b = static_cast<uint8_t*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    const int hi = v(hex[2 * i]), lo = v(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    b[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
-  return true;
-}
+using net::bytes_of;
+using net::hex_of;
+using net::sysfs_root;
 
 inline uint64_t u64_of(const net::Message& m, const std::string& key, const std::string& who) {
   uint64_t v = 0;

@@ -354,6 +354,20 @@ uint32_t wqebbs(const Shape& s) {
   return mlx5::wqebbs_of_ds(2 + mlx5::inline_seg_ds(s.bytes));
 }
 
+// A timed kernel's per-op cycles (`host->size()` of them) and its clock window, read back after it
+// ended: one line of `measure` in ns at the SM clock it ran at, `extra` appended to its fields.
+void emit_cycles(const std::string& placement, const std::string& measure, const std::string& shape,
+                 const long long* cycles, const ClockSample* clock, std::vector<long long>* host,
+                 const std::string& extra) {
+  ClockSample clk[2];
+  CUDA_OR_THROW(cudaMemcpy(host->data(), cycles, sizeof(long long) * host->size(), cudaMemcpyDeviceToHost));
+  CUDA_OR_THROW(cudaMemcpy(clk, clock, sizeof clk, cudaMemcpyDeviceToHost));
+  const double mhz = sm_clock_mhz(clk[0], clk[1]);
+  std::vector<double> c(host->begin(), host->end());
+  const double p50 = median(c);
+  emit(placement, measure, shape, p50 * 1e3 / mhz, "ns", mhz, "\"cycles_p50\": " + std::to_string(p50) + extra);
+}
+
 void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const std::vector<uint32_t>& one_op_sizes,
              bool quick) {
   const uint32_t max_bytes = 4096;
@@ -382,13 +396,7 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
         uint32_t failed = 0;
         CUDA_OR_THROW(cudaMemcpy(&failed, &static_cast<ChainWords*>(words.p)->failed, sizeof failed, cudaMemcpyDeviceToHost));
         if (failed) throw std::runtime_error(failed == 2 ? "the descriptor never matched its doorbell" : "a chain wait passed its 2 s timeout");
-        ClockSample clk[2];
-        CUDA_OR_THROW(cudaMemcpy(host.data(), cycles, sizeof(long long) * iters, cudaMemcpyDeviceToHost));
-        CUDA_OR_THROW(cudaMemcpy(clk, clock, sizeof clk, cudaMemcpyDeviceToHost));
-        const double mhz = sm_clock_mhz(clk[0], clk[1]);
-        std::vector<double> c(host.begin(), host.end());
-        const double p50 = median(c);
-        emit(pl.name, "chain", shape, p50 * 1e3 / mhz, "ns", mhz, "\"cycles_p50\": " + std::to_string(p50));
+        emit_cycles(pl.name, "chain", shape, cycles, clock, &host, "");
       } catch (const std::exception& e) {
         emit_failure(pl.name, "chain", shape, e.what());
       }
@@ -404,14 +412,8 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
                                   iters, cycles, clock);
       CUDA_OR_THROW(cudaGetLastError());
       CUDA_OR_THROW(cudaDeviceSynchronize());  // no engine runs yet
-      ClockSample clk[2];
-      CUDA_OR_THROW(cudaMemcpy(host.data(), cycles, sizeof(long long) * iters, cudaMemcpyDeviceToHost));
-      CUDA_OR_THROW(cudaMemcpy(clk, clock, sizeof clk, cudaMemcpyDeviceToHost));
-      const double mhz = sm_clock_mhz(clk[0], clk[1]);
-      std::vector<double> c(host.begin(), host.end());
-      const double p50 = median(c);
-      emit(pl.name, "warp_copy", shape, p50 * 1e3 / mhz, "ns", mhz,
-           "\"cycles_p50\": " + std::to_string(p50) + ", \"engine_device\": " + std::to_string(pl.engine_device));
+      emit_cycles(pl.name, "warp_copy", shape, cycles, clock, &host,
+                  ", \"engine_device\": " + std::to_string(pl.engine_device));
     } catch (const std::exception& e) {
       emit_failure(pl.name, "warp_copy", shape, e.what());
     }

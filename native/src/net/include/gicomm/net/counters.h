@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -81,5 +82,12 @@ NicInfo describe_nic(const std::string& sysfs, const std::string& device, int po
 std::string to_json(const NicInfo& nic);
 std::string to_json(const PathVerdict& v);
 std::string json_string(const std::string& s);
+
+// The sysfs root the port counters are read from: the emulated rdma-core's view when it writes one
+// (GICOMM_EMU_SYSFS_DIR), else the kernel's.
+inline std::string sysfs_root() {
+  const char* emu = std::getenv("GICOMM_EMU_SYSFS_DIR");
+  return emu && *emu ? emu : "/sys";
+}
 
 }  // namespace gicomm::net

@@ -127,4 +127,29 @@ class OobSession {
 Message make_hello(const Launch& launch, const Identity& self);
 std::string check_hello(const Launch& launch, const Identity& self, const Message& peer, int peer_version);
 
+// Bytes as lowercase hex (a blob inside a Message's text fields), and back: false when `hex` is
+// not exactly 2 * n hex digits.
+inline std::string hex_of(const void* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = digits[b[i] >> 4];
+    out[2 * i + 1] = digits[b[i] & 15];
+  }
+  return out;
+}
+
+inline bool bytes_of(const std::string& hex, void* p, size_t n) {
+  if (hex.size() != 2 * n) return false;
+  auto v = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  auto* b = static_cast<uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    const int hi = v(hex[2 * i]), lo = v(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    b[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
 }  // namespace gicomm::net
