@@ -21,6 +21,8 @@
 #      ok with rdma_provider emulated, pes_per_gpu 2 and mps on, and carry a path_check whose verdict
 #      is ok (both PEs' emulated port counters moved at least the point's traffic, on mlx5_0 port 1)
 #      (about 20-40 s each, bounded at BASELINE_S, default 90; 60 with ONLY=baselines)
+#      LAUNCHED=1 adds baselines_ibrc_launched: the same points with one PE per process, the two
+#      processes started with --rank 0/1 --world-size 2 (the harness's two-node mode) on this host
 #   7. ibgda_2gpu: one PE per GPU, only when two GPUs are visible
 # NVSHMEM steps run through gicomm-emu-run --sysfs (the emulated libraries first on
 # LD_LIBRARY_PATH, /sys/class/infiniband/mlx5_0/device for NVSHMEM's realpath) with
@@ -96,17 +98,40 @@ step_done() {
 # The library_baselines harness on its own: put and p of 8 B of nvshmem-<transport> with both PEs
 # on GPU 0 (the only one it sees; it places them), then its records checked: every one ok, emulated,
 # pes_per_gpu 2, mps on, path_check ok. The harness sets NVSHMEM's transport variables itself.
+# With LAUNCHED, the same points with one PE per launched process (--rank 0 and 1 on this host,
+# meeting at 127.0.0.1): the harness's two-node mode, both PEs still on GPU 0 under MPS.
+launch_two() {
+  local port=$1 recs=$2
+  shift 2
+  "$@" --rank 1 --world-size 2 --rendezvous 127.0.0.1 --rendezvous-port "$port" --out "$recs.rank1" &
+  local pid1=$!
+  "$@" --rank 0 --world-size 2 --rendezvous 127.0.0.1 --rendezvous-port "$port" --out "$recs"
+  local rc0=$?
+  wait "$pid1"
+  local rc1=$?
+  echo "launch_two: rank 0 exit $rc0, rank 1 exit $rc1"
+  [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+}
+export -f launch_two
+
 baseline_step() {
-  local t=$1 name=baselines_${1}_mps
+  local t=$1 mode=${2:-forked} name=baselines_${1}_mps
+  [ "$mode" = launched ] && name=baselines_${t}_launched
   local pts=$logs/$name.points.jsonl recs=$logs/$name.records.jsonl
   for op in put p; do
     echo "{\"point_id\": \"$t-$op-8\", \"transport\": \"nvshmem-$t\", \"nic_backend\": \"mlx5\", \"params\": {\"op\": \"$op\", \"size\": 8}}"
   done > "$pts"
   : > "$recs"
+  local harness=("$run" --sysfs "$bin/gicomm-bench-baselines-nvshmem" --experiment library_baselines --points "$pts"
+    --campaign emulated-nic-h200 --host "$(hostname)" --platform h200 --provenance-id "$(hostname)" --run-index 0
+    --warmup 20 --iters 200 --timeout-ms 5000)
   # GPU 0 alone, also on a two-GPU machine: the step is about two PEs sharing one GPU
-  step "$name" "$baseline_s" env "${nvshmem_env[@]}" CUDA_VISIBLE_DEVICES=0 "$run" --sysfs "$bin/gicomm-bench-baselines-nvshmem" \
-    --experiment library_baselines --points "$pts" --out "$recs" --campaign emulated-nic-h200 --host "$(hostname)" \
-    --platform h200 --provenance-id "$(hostname)" --run-index 0 --warmup 20 --iters 200 --timeout-ms 5000
+  if [ "$mode" = launched ]; then
+    step "$name" "$baseline_s" env "${nvshmem_env[@]}" CUDA_VISIBLE_DEVICES=0 bash -c 'launch_two "$@"' _ 17611 "$recs" \
+      "${harness[@]}" --peer-timeout-ms 30000
+  else
+    step "$name" "$baseline_s" env "${nvshmem_env[@]}" CUDA_VISIBLE_DEVICES=0 "${harness[@]}" --out "$recs"
+  fi
   grep -hE 'CHECK [a-z0-9_]+ (PASS|FAIL)' "$logs/$name.log" | sed "s/^/  $name: /" >> "$summary"
   cat "$recs" >> "$records"
   if ! python3 - "$recs" >> "$summary" 2>&1 <<'PY'; then
@@ -205,6 +230,7 @@ if command -v nvidia-cuda-mps-control > /dev/null && [ "$(left)" -gt 60 ]; then
     for t in ibgda ibrc; do
       baseline_step "$t"
     done
+    [ -z "${LAUNCHED:-}" ] || baseline_step ibrc launched
   else
     echo "FAIL mps: nvidia-cuda-mps-control -d: $(tail -3 "$logs/mps-start.log")" | tee -a "$summary"
     fails=$((fails + 1))
