@@ -228,17 +228,15 @@ PathFields path_fields(const net::PathVerdict& mine, const std::string& nic_json
     f.reason += (f.reason.empty() ? "" : "; ") + std::string("rank 1: ") + why;
     peer_path = "{\"ok\":false,\"reason\":" + net::json_string(why) + "}";
   }
-  const net::PortDelta& d = mine.deltas.front();
-  f.path_check = "{\"device\":" + net::json_string(mine.device) + ",\"port\":" + std::to_string(mine.port) +
-                 ",\"verdict\":\"" + (f.ok ? "ok" : "failed") + "\",\"expected_bytes\":" + num(mine.claim.tx_bytes) +
-                 ",\"expected_packets\":" + num(mine.claim.tx_packets) + ",\"tx_bytes\":" + num(d.tx_bytes) +
-                 ",\"rx_bytes\":" + num(d.rx_bytes) + ",\"peer_tx_bytes\":" + peer_tx + ",\"peer_rx_bytes\":" +
-                 peer_rx + ",\"reason\":" + net::json_string(f.reason) + ",\"device_choice\":" +
-                 net::json_string(choice_why) + ",\"nic\":" + (nic_json.empty() ? "null" : nic_json) +
-                 ",\"local\":" + net::to_json(mine) + "}";
-  const bool peer_nic = peer && !peer->nic_json.empty();
-  f.peer = "{\"rank\":1,\"host\":" + net::json_string(peer ? peer->host : "") +
-           ",\"nic\":" + (peer_nic ? peer->nic_json : "null") + ",\"path\":" + peer_path + "}";
+  net::PathCheckFields json;
+  json.ok = f.ok;
+  json.reason = f.reason;
+  json.peer_tx_bytes = peer_tx;
+  json.peer_rx_bytes = peer_rx;
+  json.nic_json = nic_json;
+  json.device_choice = choice_why;
+  f.path_check = net::path_check_json(mine, json);
+  f.peer = net::peer_json(1, peer ? peer->host : "", peer ? peer->nic_json : "", peer_path);
   return f;
 }
 

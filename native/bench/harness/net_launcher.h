@@ -46,11 +46,7 @@ inline uint64_t u64_of(const net::Message& m, const std::string& key, const std:
   return v;
 }
 
-// The configured port's movement, for the record (0 when the counters could not be compared).
-inline const net::PortDelta& configured_delta(const net::PathVerdict& v) {
-  static const net::PortDelta none;
-  return v.deltas.empty() ? none : v.deltas.front();
-}
+using net::configured_delta;
 
 // What a point's workers posted through its path: one packet per MTU-sized piece of each RDMA
 // write (one for an inline or zero-length write), and its payload bytes.

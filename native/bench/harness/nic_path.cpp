@@ -102,9 +102,7 @@ class VerbsLink final : public PointLink {
           verdict = "failed";
           reason = peer_->peer_name() + ": " + rep.get("reason");
         }
-        peer_json = "{\"rank\":" + std::to_string(1 - peer_->rank()) + ",\"host\":" +
-                    net::json_string(peer_host_) + ",\"nic\":" + (rep.get("nic").empty() ? "null" : rep.get("nic")) +
-                    ",\"path\":" + rep.get("path") + "}";
+        peer_json = net::peer_json(1 - peer_->rank(), peer_host_, rep.get("nic"), rep.get("path"));
         if (rep.has("responder")) {  // a round trip: the answers crossed back, received here
           const uint64_t answers = u64_of(rep, "responder_answers", peer_->peer_name());
           claim.rx_packets = u64_of(rep, "responder_tx_packets", peer_->peer_name());
@@ -121,14 +119,13 @@ class VerbsLink final : public PointLink {
       verdict = "failed";
       reason = mine.reason + (reason.empty() ? "" : "; " + reason);
     }
-    const net::PortDelta& d = configured_delta(mine);
-    const std::string json = "{\"device\":" + net::json_string(device_) + ",\"port\":" + std::to_string(port_) +
-                             ",\"verdict\":\"" + verdict + "\",\"expected_bytes\":" + std::to_string(bytes) +
-                             ",\"expected_packets\":" + std::to_string(packets) +
-                             ",\"tx_bytes\":" + std::to_string(d.tx_bytes) + ",\"rx_bytes\":" +
-                             std::to_string(d.rx_bytes) + ",\"peer_tx_bytes\":" + peer_tx +
-                             ",\"peer_rx_bytes\":" + peer_rx + ",\"reason\":" + net::json_string(reason) +
-                             ",\"nic\":" + nic_json_ + ",\"local\":" + net::to_json(mine) + "}";
+    net::PathCheckFields f;
+    f.ok = verdict == "ok";
+    f.reason = reason;
+    f.peer_tx_bytes = peer_tx;
+    f.peer_rx_bytes = peer_rx;
+    f.nic_json = nic_json_;
+    const std::string json = net::path_check_json(mine, f);
     for (Record& r : *records) {
       r.path_check = json;
       r.peer = peer_json;

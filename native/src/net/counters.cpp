@@ -298,4 +298,27 @@ std::string to_json(const PathVerdict& v) {
   return o.str();
 }
 
+const PortDelta& configured_delta(const PathVerdict& v) {
+  static const PortDelta none;
+  return v.deltas.empty() ? none : v.deltas.front();
+}
+
+std::string path_check_json(const PathVerdict& mine, const PathCheckFields& f) {
+  const PortDelta& d = configured_delta(mine);
+  std::ostringstream o;
+  o << "{\"device\":" << json_string(mine.device) << ",\"port\":" << mine.port << ",\"verdict\":\""
+    << (f.ok ? "ok" : "failed") << "\",\"expected_bytes\":" << mine.claim.tx_bytes
+    << ",\"expected_packets\":" << mine.claim.tx_packets << ",\"tx_bytes\":" << d.tx_bytes
+    << ",\"rx_bytes\":" << d.rx_bytes << ",\"peer_tx_bytes\":" << f.peer_tx_bytes
+    << ",\"peer_rx_bytes\":" << f.peer_rx_bytes << ",\"reason\":" << json_string(f.reason);
+  if (!f.device_choice.empty()) o << ",\"device_choice\":" << json_string(f.device_choice);
+  o << ",\"nic\":" << (f.nic_json.empty() ? "null" : f.nic_json) << ",\"local\":" << to_json(mine) << "}";
+  return o.str();
+}
+
+std::string peer_json(int rank, const std::string& host, const std::string& nic_json, const std::string& path_json) {
+  return "{\"rank\":" + std::to_string(rank) + ",\"host\":" + json_string(host) +
+         ",\"nic\":" + (nic_json.empty() ? "null" : nic_json) + ",\"path\":" + path_json + "}";
+}
+
 }  // namespace gicomm::net

@@ -151,9 +151,46 @@ void rxe_tree() {
   has(v.reason, "path unproven");
 }
 
+// The record objects both harnesses write: path_check from a verdict, peer from its parts.
+void record_json() {
+  PathVerdict v;
+  v.ok = true;
+  v.device = "mlx5_0";
+  v.port = 1;
+  v.claim = rdma_write_claim(true, 10, 8, 4096);
+  PortDelta d;
+  d.device = "mlx5_0";
+  d.port = 1;
+  d.valid = d.has_bytes = true;
+  d.tx_packets = 12;
+  d.tx_bytes = 96;
+  d.rx_bytes = 7;
+  v.deltas.push_back(d);
+  PathCheckFields f;
+  f.ok = false;
+  f.reason = "rank 1: \"short\"";
+  f.peer_tx_bytes = "5";
+  std::string j = path_check_json(v, f);
+  has(j, "{\"device\":\"mlx5_0\",\"port\":1,\"verdict\":\"failed\",\"expected_bytes\":80,\"expected_packets\":10,"
+         "\"tx_bytes\":96,\"rx_bytes\":7,\"peer_tx_bytes\":5,\"peer_rx_bytes\":null,\"reason\":\"rank 1: \\\"short\\\"\",");
+  has(j, ",\"nic\":null,\"local\":{\"ok\":true,");
+  CHECK(j.find("device_choice") == std::string::npos, "no device_choice unless a library chose: %s", j.c_str());
+  f.ok = true;
+  f.device_choice = "NVSHMEM_HCA_LIST";
+  f.nic_json = "{\"device\":\"mlx5_0\"}";
+  j = path_check_json(v, f);
+  has(j, "\"verdict\":\"ok\"");
+  has(j, "\"device_choice\":\"NVSHMEM_HCA_LIST\",\"nic\":{\"device\":\"mlx5_0\"},\"local\":");
+  v.deltas.clear();  // counters never compared: zeros, not a crash
+  has(path_check_json(v, f), "\"tx_bytes\":0,\"rx_bytes\":0,");
+  CHECK(peer_json(1, "node-b", "", "{\"ok\":true}") == "{\"rank\":1,\"host\":\"node-b\",\"nic\":null,\"path\":{\"ok\":true}}",
+        "%s", peer_json(1, "node-b", "", "{\"ok\":true}").c_str());
+}
+
 }  // namespace
 
 int main() {
+  record_json();
   for (void (*tree)() : {mlx5_tree, rxe_tree}) {
     char tmpl[] = "/tmp/gicomm-sysfs-XXXXXX";
     REQUIRE(::mkdtemp(tmpl));

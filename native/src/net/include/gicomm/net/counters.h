@@ -69,6 +69,27 @@ struct PathVerdict {
 PathVerdict check_path(const std::string& device, int port, const std::vector<PortTraffic>& before,
                        const std::vector<PortTraffic>& after, const TrafficClaim& claim);
 
+// The configured port's movement (the first of v.deltas; zeros when the counters could not be
+// compared).
+const PortDelta& configured_delta(const PathVerdict& v);
+
+// A record's `path_check` object, the one form every harness writes: the configured device and
+// port, the point's verdict (`ok`, `reason`: this rank's and the peer's failures together), the
+// traffic claimed, what the configured port moved here, what the peer's moved (`peer_tx_bytes`,
+// `peer_rx_bytes`: JSON numbers, "null" when not known), this NIC's identity (`nic_json`), this
+// rank's whole verdict (`local`) and, where a library picked the device, how (`device_choice`,
+// left out when empty).
+struct PathCheckFields {
+  bool ok = false;
+  std::string reason;
+  std::string peer_tx_bytes = "null", peer_rx_bytes = "null";
+  std::string nic_json = "null";
+  std::string device_choice;
+};
+std::string path_check_json(const PathVerdict& mine, const PathCheckFields& f);
+// A record's `peer` object: the other rank, its host, its NIC's identity and its own verdict.
+std::string peer_json(int rank, const std::string& host, const std::string& nic_json, const std::string& path_json);
+
 // Provenance of one NIC port, from sysfs (fields missing on a device stay empty).
 struct NicInfo {
   std::string host, device, fw_ver, node_guid, sys_image_guid, board_id, hca_type, hw_rev;
