@@ -420,7 +420,10 @@ __global__ void engine_kernel(KernelArgs a) {
   extern __shared__ __align__(16) unsigned char engine_smem[];
   WarpScratch& ws = reinterpret_cast<WarpScratch*>(engine_smem)[threadIdx.x >> 5];
   const int lane = threadIdx.x & 31;
-  const uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  // Warps are numbered across blocks first (warp w of block b is w * gridDim.x + b) and QP qi is
+  // served by warp qi % nwarps, so the first QPs go to different SMs: 16 QPs get one warp on each of
+  // 16 SMs, not every warp of 4 SMs sharing those SMs' load and store units.
+  const uint32_t warp = (threadIdx.x >> 5) * gridDim.x + blockIdx.x;
   const uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
   Counters ctr;
   const unsigned long long started = order::globaltimer_ns();
