@@ -1,12 +1,14 @@
 """Side-by-side table of gicomm-softnic-engine-goals runs and the gpu engine's goals.
 
-Usage: python3 goals_table.py AFTER.jsonl [BEFORE.jsonl]
+Usage: python3 goals_table.py AFTER.jsonl [BEFORE.jsonl] [--before-serial]
 
 Reads the JSON lines of the measurement program (one run with the engine under test, optionally
 one with the engine it replaces, from the same device call) and prints, per placement: the engine
 ceiling and mini-gda's message rate per WQE shape with their ratio, then the three goals:
   1. every shape: ceiling >= 2x the mini-gda rate (else the point is model-NIC bound);
-  2. inline 64 B message rate (16 QPs x 16 per doorbell) >= 5x the replaced engine's;
+  2. inline 64 B message rate (16 QPs x 16 per doorbell) >= 5x the serial engine's (c6ea099, which
+     sent multi-WQEBB WQEs to lane 0 one per pass): evaluated only when BEFORE is that engine
+     (--before-serial); any other BEFORE is shown side by side, not as goal 2;
   3. pointer 4 KiB put+completion within 1.5x of a bare warp copy of 4 KiB on the same memory path.
 Every figure is printed with the SM clock it ran at. Softnic numbers: the model NIC, not a NIC.
 Exit 0 when every goal that could be evaluated is met, 1 otherwise, 2 on unreadable input.
@@ -48,6 +50,8 @@ def cell(r: Record | None) -> str:
 
 
 def main(argv: list[str]) -> int:
+    serial = "--before-serial" in argv
+    argv = [a for a in argv if a != "--before-serial"]
     if len(argv) not in (2, 3):
         print(__doc__)
         return 2
@@ -93,17 +97,21 @@ def main(argv: list[str]) -> int:
         met = met and not bound
         now = after.get((pl, "msg_rate", "inline 64 B"))
         then = before.get((pl, "msg_rate", "inline 64 B"))
-        if now is not None and then is not None:
+        if now is not None and then is not None and serial:
             x = float(now["value"]) / float(then["value"])
             print(
-                f"goal 2 (inline 64 B rate >= 5x): {float(now['value']):.2f} vs "
-                f"{float(then['value']):.2f} Mmsg/s = {x:.1f}x {'met' if x >= 5 else 'NOT met'}"
+                f"goal 2 (inline 64 B rate >= 5x the serial engine's): "
+                f"{float(now['value']):.2f} vs {float(then['value']):.2f} Mmsg/s = {x:.1f}x "
+                f"{'met' if x >= 5 else 'NOT met'}"
             )
             met = met and x >= 5
-        else:
-            print("goal 2 (inline 64 B rate >= 5x): no before run in this call. Caveat: the")
-            print("  archived rate is 1.4-2.0 Mmsg/s on two GPUs (softnic-gpu, nvidia-h200-x2),")
-            print("  not this placement")
+        elif now is not None:
+            print(
+                f"goal 2 (inline 64 B rate >= 5x the serial engine's): not evaluated; now "
+                f"{float(now['value']):.2f} Mmsg/s here."
+            )
+            print("  The serial engine (c6ea099) ran 1.4-2.0 Mmsg/s on two GPUs (softnic-gpu,")
+            print("  nvidia-h200-x2); it cannot run on its producer's GPU (it hangs there)")
         comp = after.get((pl, "completion", "pointer 4096 B"))
         small = after.get((pl, "completion", "pointer 8 B"))
         copy = after.get((pl, "warp_copy", "pointer 4096 B"))
