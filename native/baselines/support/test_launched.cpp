@@ -180,6 +180,6 @@ int main() {
   if (!mkdtemp(dir)) return 1;
   test_what_the_launch_says();
   test_two_local_ranks(dir);
-  std::system(("rm -rf " + std::string(dir)).c_str());
+  REQUIRE(std::system(("rm -rf " + std::string(dir)).c_str()) == 0);
   return check_result("test_baselines_launched");
 }

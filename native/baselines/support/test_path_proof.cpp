@@ -26,7 +26,7 @@ struct FakePort {
   uint64_t txp = 0, rxp = 0, txw = 0, rxw = 0;
   FakePort(const std::string& root, const std::string& dev) {
     dir = root + "/class/infiniband/" + dev + "/ports/1/counters";
-    std::system(("mkdir -p " + dir).c_str());
+    REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
     write();
   }
   void write() const {
@@ -184,7 +184,7 @@ static void test_verdict(const std::string& root) {
 static void test_two_ranks(const std::string& root) {
   RankContext base;
   base.rendezvous_dir = root + "/rdv";
-  std::system(("mkdir -p " + base.rendezvous_dir).c_str());
+  REQUIRE(std::system(("mkdir -p " + base.rendezvous_dir).c_str()) == 0);
   const std::string out = root + "/verdicts.txt";
   DissectOps ops = ops_of_8b_put();
   const auto outcome = run_ranks(2, 60, base, [&](RankContext& ctx) {
@@ -223,6 +223,6 @@ int main() {
   test_claim();
   test_verdict(dir);
   test_two_ranks(dir);
-  std::system(("rm -rf " + std::string(dir)).c_str());
+  REQUIRE(std::system(("rm -rf " + std::string(dir)).c_str()) == 0);
   return check_result("test_baselines_path_proof");
 }
