@@ -11,6 +11,13 @@
 //   chain        the protocol's dependent chain without the engine (chain_kernel: doorbell ->
 //                descriptor -> payload -> CQE -> the producer's poll), same GPU only, p50 of 2,000:
 //                what put + completion cannot go below on that memory path.
+//   split_*      where put + completion's time goes, same GPU only (the producer can read the
+//                destination): the same one-op loop, the producer timing the put's return
+//                (split_posted), then polling the destination until the payload is there
+//                (split_landed), then quiet (split_done); and the chain's producer likewise
+//                (chain_landed). Each p50 of its own column, so they need not add up exactly; the
+//                landing poll adds a read of the destination line, so split_done runs a little
+//                above completion.
 // Placements: softnic-gpu-same (the engine on 16 SMs of GPU 0) always; softnic-gpu (engine on GPU 1)
 // when two GPUs see each other. Every kernel samples clock64 and %globaltimer: each figure carries
 // the SM clock it ran at. Output: one JSON object per line on stdout (and a readable line on
@@ -151,6 +158,40 @@ __global__ void one_op_kernel(Context ctx, Target t, uint32_t bytes, bool inl, i
   clock[1] = clock_sample();
 }
 
+// one_op_kernel's loop with two more stamps per op (cycles after t0): the put returned
+// (`split[i]`), the payload's first 8 bytes at the destination (`split[iters + i]`), then quiet
+// (`split[2 * iters + i]`). The destination must be memory this thread can read (same GPU).
+// `base` makes this launch's payload values its own (the slots still hold earlier launches').
+// A landing that never came within `timeout_ns` is stamped -1.
+__global__ void one_op_split_kernel(Context ctx, Target t, uint32_t bytes, uint64_t base, int warmup, int iters,
+                                    uint64_t timeout_ns, long long* split, ClockSample* clock) {
+  ThreadQp tq(&ctx.qps[0]);
+  const ClockSample c0 = clock_sample();
+  for (int i = -warmup; i < iters; ++i) {
+    const uint64_t value = base + static_cast<uint64_t>(i + warmup);
+    const PutOp op = op_of(t, static_cast<uint64_t>(i + warmup), bytes, false, value);
+    *reinterpret_cast<volatile uint64_t*>(op.laddr) = value;
+    const long long t0 = clock64();
+    if (!tq.put<order::GpuFence>(ctx, op, true)) break;
+    const long long t1 = clock64();
+    const uint64_t start = order::globaltimer_ns();
+    bool landed = true;
+    while (landed && order::ld_relaxed_sys_u64(reinterpret_cast<const uint64_t*>(op.raddr)) != value)
+      landed = order::globaltimer_ns() - start <= timeout_ns;
+    const long long t2 = landed ? clock64() : t0 - 1;
+    if (!tq.quiet(ctx)) break;
+    const long long t3 = clock64();
+    if (i >= 0) {
+      split[i] = t1 - t0;
+      split[iters + i] = t2 - t0;
+      split[2 * iters + i] = t3 - t0;
+    }
+  }
+  tq.flush();
+  clock[0] = c0;
+  clock[1] = clock_sample();
+}
+
 // One warp moves `bytes` (a multiple of 16) from src to dst: 16 B per lane per load, cache-bypassing,
 // eight loads of each lane in flight before its stores.
 __device__ __forceinline__ void warp_move(const uint8_t* src, uint8_t* dst, uint32_t bytes, uint32_t lane) {
@@ -213,7 +254,7 @@ struct ChainWords {
 };
 
 __global__ void chain_kernel(ChainWords* w, const uint8_t* src, uint8_t* dst, uint32_t bytes, int warmup, int iters,
-                             uint64_t timeout_ns, long long* cycles, ClockSample* clock) {
+                             uint64_t timeout_ns, long long* cycles, ClockSample* clock, long long* landed) {
   const uint32_t lane = threadIdx.x;
   const int total = warmup + iters;
   if (blockIdx.x == 0) {  // the producer
@@ -229,6 +270,12 @@ __global__ void chain_kernel(ChainWords* w, const uint8_t* src, uint8_t* dst, ui
       __threadfence();
       order::st_relaxed_sys_u64(&w->doorbell, seq);
       const uint64_t start = order::globaltimer_ns();
+      if (landed != nullptr) {  // the split: first the payload at the destination
+        bool in = true;
+        while (in && order::ld_relaxed_sys_u64(reinterpret_cast<const uint64_t*>(dst)) != seq)
+          in = order::globaltimer_ns() - start <= timeout_ns;
+        if (i >= warmup) landed[i - warmup] = in ? clock64() - t0 : -1;
+      }
       while (order::ld_relaxed_sys_u64(&w->cqe) != seq) {
         if (order::globaltimer_ns() - start > timeout_ns) {
           atomicExch(&w->failed, 1u);
@@ -368,16 +415,24 @@ void emit_cycles(const std::string& placement, const std::string& measure, const
   emit(placement, measure, shape, p50 * 1e3 / mhz, "ns", mhz, "\"cycles_p50\": " + std::to_string(p50) + extra);
 }
 
+// A split's landing stamps (`host->size()` of them): every payload landed within the poll's timeout.
+void require_landed(const long long* stamps, std::vector<long long>* host) {
+  CUDA_OR_THROW(cudaMemcpy(host->data(), stamps, sizeof(long long) * host->size(), cudaMemcpyDeviceToHost));
+  if (*std::min_element(host->begin(), host->end()) < 0)
+    throw std::runtime_error("a payload never reached its destination within the poll's 2 s");
+}
+
 void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const std::vector<uint32_t>& one_op_sizes,
              bool quick) {
   const uint32_t max_bytes = 4096;
   const uint32_t slot = max_bytes, slots = 2048;
   DeviceMem dst(0, size_t(slot) * slots), src(0, size_t(slot) * 64);
-  DeviceMem scratch(0, sizeof(long long) * 4096 + 4 * sizeof(ClockSample));
+  DeviceMem scratch(0, sizeof(long long) * 4 * 4096 + 4 * sizeof(ClockSample));
   DeviceMem copy_dst(0, max_bytes);
   CUDA_OR_THROW(cudaMemset(src.p, 0x5a, size_t(slot) * 64));
   auto* cycles = static_cast<long long*>(scratch.p);
-  auto* clock = reinterpret_cast<ClockSample*>(cycles + 4096);
+  long long* split_cycles = cycles + 4096;  // three columns of up to 4096 for the split
+  auto* clock = reinterpret_cast<ClockSample*>(cycles + 4 * 4096);
   const int iters = quick ? 500 : 2000, warmup = 200;
   std::vector<long long> host(iters);
   softnic::enable_peer_access(0, pl.engine_device);
@@ -389,14 +444,24 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
       try {
         CUDA_OR_THROW(cudaSetDevice(0));
         CUDA_OR_THROW(cudaMemset(words.p, 0, sizeof(ChainWords)));
-        chain_kernel<<<2, 32>>>(static_cast<ChainWords*>(words.p), static_cast<const uint8_t*>(src.p),
-                                static_cast<uint8_t*>(copy_dst.p), bytes, warmup, iters, 2'000'000'000ull, cycles, clock);
-        CUDA_OR_THROW(cudaGetLastError());
-        CUDA_OR_THROW(cudaDeviceSynchronize());
-        uint32_t failed = 0;
-        CUDA_OR_THROW(cudaMemcpy(&failed, &static_cast<ChainWords*>(words.p)->failed, sizeof failed, cudaMemcpyDeviceToHost));
-        if (failed) throw std::runtime_error(failed == 2 ? "the descriptor never matched its doorbell" : "a chain wait passed its 2 s timeout");
-        emit_cycles(pl.name, "chain", shape, cycles, clock, &host, "");
+        for (const bool split : {false, true}) {
+          CUDA_OR_THROW(cudaMemset(words.p, 0, sizeof(ChainWords)));
+          CUDA_OR_THROW(cudaMemset(copy_dst.p, 0, max_bytes));
+          chain_kernel<<<2, 32>>>(static_cast<ChainWords*>(words.p), static_cast<const uint8_t*>(src.p),
+                                  static_cast<uint8_t*>(copy_dst.p), bytes, warmup, iters, 2'000'000'000ull, cycles,
+                                  clock, split ? split_cycles : nullptr);
+          CUDA_OR_THROW(cudaGetLastError());
+          CUDA_OR_THROW(cudaDeviceSynchronize());
+          uint32_t failed = 0;
+          CUDA_OR_THROW(cudaMemcpy(&failed, &static_cast<ChainWords*>(words.p)->failed, sizeof failed, cudaMemcpyDeviceToHost));
+          if (failed) throw std::runtime_error(failed == 2 ? "the descriptor never matched its doorbell" : "a chain wait passed its 2 s timeout");
+          if (!split) {
+            emit_cycles(pl.name, "chain", shape, cycles, clock, &host, "");
+          } else {
+            require_landed(split_cycles, &host);
+            emit_cycles(pl.name, "chain_landed", shape, split_cycles, clock, &host, "");
+          }
+        }
       } catch (const std::exception& e) {
         emit_failure(pl.name, "chain", shape, e.what());
       }
@@ -499,6 +564,26 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
       throw;
     } catch (const std::exception& e) {
       emit_failure(pl.name, "completion", shape, e.what());
+    }
+  }
+  // Where put + completion's time goes: same GPU only (the producer reads the destination).
+  for (uint32_t k = 0; pl.engine_device == 0 && k < one_op_sizes.size(); ++k) {
+    const uint32_t bytes = one_op_sizes[k];
+    const std::string shape = "pointer " + std::to_string(bytes) + " B";
+    try {
+      CUDA_OR_THROW(cudaSetDevice(0));
+      const uint64_t base = uint64_t(k + 1) << 40;
+      timed_ms(session, s, "split " + shape, [&] {
+        one_op_split_kernel<<<1, 1, 0, s>>>(ctx, t, bytes, base, warmup, iters, 2'000'000'000ull, split_cycles, clock);
+      });
+      CUDA_OR_THROW(cudaStreamSynchronize(s));
+      const char* names[3] = {"split_posted", "split_landed", "split_done"};
+      require_landed(split_cycles + iters, &host);
+      for (int c = 0; c < 3; ++c) emit_cycles(pl.name, names[c], shape, split_cycles + c * iters, clock, &host, "");
+    } catch (const EngineStopped&) {
+      throw;
+    } catch (const std::exception& e) {
+      emit_failure(pl.name, "split", shape, e.what());
     }
   }
   progress(pl.name, "stopping the engine");

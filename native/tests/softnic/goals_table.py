@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 Record = dict[str, object]
+SPLIT = ("split_posted", "split_landed", "split_done")
 
 
 def load(path: str) -> list[Record]:
@@ -137,6 +138,19 @@ def main(argv: list[str]) -> int:
                     f"  the protocol's chain without the engine, {size} B: {ch:.0f} ns; "
                     f"put+completion {d:.0f} ns = {d / ch:.2f}x it"
                 )
+        for size in ("8", "512", "4096"):
+            parts = [after.get((pl, m, f"pointer {size} B")) for m in SPLIT]
+            values = [float(r["value"]) for r in parts if r is not None]
+            if len(values) == len(SPLIT):
+                posted, landed, done = values
+                line = (
+                    f"  where it goes, {size} B: put returned {posted:.0f} ns, payload landed "
+                    f"{landed:.0f} ns, completion seen {done:.0f} ns"
+                )
+                chain = after.get((pl, "chain_landed", f"pointer {size} B"))
+                if chain is not None:
+                    line += f" (chain: landed {float(chain['value']):.0f} ns)"
+                print(line)
         old = before.get((pl, "completion", "pointer 4096 B"))
         if old is not None:
             print(f"  replaced engine, 4 KiB put+completion: {cell(old)} ns")
