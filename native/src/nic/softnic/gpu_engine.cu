@@ -191,6 +191,7 @@ struct WarpScratch {
   Seg16 window[kWindowSegs];
   CopyDesc copies[kWarpLanes];      // an epoch's copies and their block prefix (shared copies)
   uint32_t inclusive[kWarpLanes];
+  QpState qp;  // the state of the warp's QP when it serves exactly one (see engine_kernel)
 };
 constexpr size_t kScratchBytes = sizeof(WarpScratch);
 
@@ -425,6 +426,13 @@ __global__ void engine_kernel(KernelArgs a) {
   // 16 SMs, not every warp of 4 SMs sharing those SMs' load and store units.
   const uint32_t warp = (threadIdx.x >> 5) * gridDim.x + blockIdx.x;
   const uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
+  // A QP is served from the warp's shared memory (a QP belongs to one warp): in global memory every
+  // read after the warp's own writes (the doorbell it saw, the next WQEBB) waited for a round trip
+  // to L2 on the way to each WQE. A warp that serves exactly one QP keeps it there until it ends;
+  // one of several QPs loads the QP's state when its doorbell moved and stores it after.
+  const bool own_one = warp < a.num_qps && warp + nwarps >= a.num_qps;
+  if (own_one && lane == 0) ws.qp = a.qps[warp];
+  __syncwarp();
   Counters ctr;
   const unsigned long long started = order::globaltimer_ns();
   uint32_t idle = 0;
@@ -441,27 +449,34 @@ __global__ void engine_kernel(KernelArgs a) {
     if (__shfl_sync(kFullWarp, stop, 0)) break;
     bool worked = false;
     for (uint32_t qi = warp; qi < a.num_qps; qi += nwarps) {
-      QpState& q = a.qps[qi];
+      QpState& g = a.qps[qi];
+      QpState& q = ws.qp;  // served from shared memory; a warp of several QPs loads and stores it
       // One load, broadcast: every lane acts on the same doorbell value.
       uint64_t db = 0;
-      if (lane == 0) db = order::ld_relaxed_sys_u64(q.sq.doorbell);
+      if (lane == 0) db = order::ld_relaxed_sys_u64(own_one ? q.sq.doorbell : g.sq.doorbell);
       db = __shfl_sync(kFullWarp, db, 0);
-      if (db == q.last_doorbell) continue;
+      if (db == (own_one ? q.last_doorbell : g.last_doorbell)) continue;
       worked = true;
       __syncwarp();
-      if (lane == 0) q.last_doorbell = db;
-      __syncwarp();
-      if (doorbell_qpn(db) != q.sq.qpn) continue;
-      const uint16_t db_index = doorbell_wqe_index(db);
-      // Drain everything up to the doorbell's WQE before moving to the next QP.
-      WindowPrefetch pf;
-      pf.valid = false;
-      for (uint32_t guard = 0; idx16_at_or_after(db_index, static_cast<uint16_t>(
-                                                               *reinterpret_cast<volatile uint32_t*>(&q.ci)));
-           ++guard) {
-        service_chunk(q, a.tables, db_index, ctr, ws, pf);
-        if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
+      if (lane == 0) {
+        if (!own_one) q = g;
+        q.last_doorbell = db;
       }
+      __syncwarp();
+      if (doorbell_qpn(db) == q.sq.qpn) {
+        const uint16_t db_index = doorbell_wqe_index(db);
+        // Drain everything up to the doorbell's WQE before moving to the next QP.
+        WindowPrefetch pf;
+        pf.valid = false;
+        for (uint32_t guard = 0; idx16_at_or_after(db_index, static_cast<uint16_t>(
+                                                                 *reinterpret_cast<volatile uint32_t*>(&q.ci)));
+             ++guard) {
+          service_chunk(q, a.tables, db_index, ctr, ws, pf);
+          if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
+        }
+      }
+      __syncwarp();
+      if (!own_one && lane == 0) g = q;
     }
     // Warps with nothing to do back off briefly so they do not steal issue slots from busy warps
     // on the same SM (a few hundred ns at most added to the first doorbell after a quiet spell).
@@ -471,7 +486,11 @@ __global__ void engine_kernel(KernelArgs a) {
       __nanosleep(a.num_qps > warp ? 32 : 1000);
     }
   }
-  if (lane == 0) a.counters[warp] = ctr;
+  __syncwarp();
+  if (lane == 0) {
+    if (own_one) a.qps[warp] = ws.qp;
+    a.counters[warp] = ctr;
+  }
 }
 
 }  // namespace
