@@ -138,53 +138,41 @@ __global__ void rate_kernel(Context ctx, Target t, uint32_t bytes, bool inl, uin
 }
 
 // One op at a time on QP 0: put + quiet, timed in SM cycles; the payload's first 8 bytes change
-// before every op (as the one-op experiments do).
-__global__ void one_op_kernel(Context ctx, Target t, uint32_t bytes, bool inl, int warmup, int iters,
-                              long long* cycles, ClockSample* clock) {
-  ThreadQp tq(&ctx.qps[0]);
-  const ClockSample c0 = clock_sample();
-  for (int i = -warmup; i < iters; ++i) {
-    const uint64_t value = 0x1000 + static_cast<uint64_t>(i + warmup);
-    const PutOp op = op_of(t, static_cast<uint64_t>(i + warmup), bytes, inl, value);
-    if (!inl || bytes > 8) *reinterpret_cast<volatile uint64_t*>(op.laddr) = value;
-    const long long t0 = clock64();
-    if (!tq.put<order::GpuFence>(ctx, op, true)) break;
-    if (!tq.quiet(ctx)) break;
-    const long long t1 = clock64();
-    if (i >= 0) cycles[i] = t1 - t0;
-  }
-  tq.flush();
-  clock[0] = c0;
-  clock[1] = clock_sample();
-}
-
-// one_op_kernel's loop with two more stamps per op (cycles after t0): the put returned
-// (`split[i]`), the payload's first 8 bytes at the destination (`split[iters + i]`), then quiet
-// (`split[2 * iters + i]`). The destination must be memory this thread can read (same GPU).
-// `base` makes this launch's payload values its own (the slots still hold earlier launches').
-// A landing that never came within `timeout_ns` is stamped -1.
-__global__ void one_op_split_kernel(Context ctx, Target t, uint32_t bytes, uint64_t base, int warmup, int iters,
-                                    uint64_t timeout_ns, long long* split, ClockSample* clock) {
+// before every op (as the one-op experiments do), to `base` + the op's index (`base` makes a
+// launch's values its own: the slots still hold earlier launches'). kSplit adds two stamps per op,
+// in cycles after t0: `cycles[i]` when the put returned, `cycles[iters + i]` when the payload's
+// first 8 bytes were at the destination (which this thread must be able to read: same GPU; -1 when
+// they did not come within `timeout_ns`), and `cycles[2 * iters + i]` after quiet. Without it,
+// `cycles[i]` is put + quiet.
+template <bool kSplit>
+__global__ void one_op_kernel(Context ctx, Target t, uint32_t bytes, bool inl, uint64_t base, int warmup, int iters,
+                              uint64_t timeout_ns, long long* cycles, ClockSample* clock) {
   ThreadQp tq(&ctx.qps[0]);
   const ClockSample c0 = clock_sample();
   for (int i = -warmup; i < iters; ++i) {
     const uint64_t value = base + static_cast<uint64_t>(i + warmup);
-    const PutOp op = op_of(t, static_cast<uint64_t>(i + warmup), bytes, false, value);
-    *reinterpret_cast<volatile uint64_t*>(op.laddr) = value;
+    const PutOp op = op_of(t, static_cast<uint64_t>(i + warmup), bytes, inl, value);
+    if (!inl || bytes > 8) *reinterpret_cast<volatile uint64_t*>(op.laddr) = value;
     const long long t0 = clock64();
     if (!tq.put<order::GpuFence>(ctx, op, true)) break;
-    const long long t1 = clock64();
-    const uint64_t start = order::globaltimer_ns();
-    bool landed = true;
-    while (landed && order::ld_relaxed_sys_u64(reinterpret_cast<const uint64_t*>(op.raddr)) != value)
-      landed = order::globaltimer_ns() - start <= timeout_ns;
-    const long long t2 = landed ? clock64() : t0 - 1;
+    long long t1 = 0, t2 = 0;
+    if constexpr (kSplit) {
+      t1 = clock64();
+      const uint64_t start = order::globaltimer_ns();
+      bool landed = true;
+      while (landed && order::ld_relaxed_sys_u64(reinterpret_cast<const uint64_t*>(op.raddr)) != value)
+        landed = order::globaltimer_ns() - start <= timeout_ns;
+      t2 = landed ? clock64() : t0 - 1;
+    }
     if (!tq.quiet(ctx)) break;
     const long long t3 = clock64();
-    if (i >= 0) {
-      split[i] = t1 - t0;
-      split[iters + i] = t2 - t0;
-      split[2 * iters + i] = t3 - t0;
+    if (i < 0) continue;
+    if constexpr (kSplit) {
+      cycles[i] = t1 - t0;
+      cycles[iters + i] = t2 - t0;
+      cycles[2 * iters + i] = t3 - t0;
+    } else {
+      cycles[i] = t3 - t0;
     }
   }
   tq.flush();
@@ -401,14 +389,16 @@ uint32_t wqebbs(const Shape& s) {
   return mlx5::wqebbs_of_ds(2 + mlx5::inline_seg_ds(s.bytes));
 }
 
-// A timed kernel's per-op cycles (`host->size()` of them) and its clock window, read back after it
-// ended: one line of `measure` in ns at the SM clock it ran at, `extra` appended to its fields.
+// A timed kernel's per-op cycles (`host->size()` of them) and its clock window, read back on
+// `stream` after it ended (beside a same-GPU engine: the producer's stream, never a wait for the
+// device): one line of `measure` in ns at the SM clock it ran at, `extra` appended to its fields.
 void emit_cycles(const std::string& placement, const std::string& measure, const std::string& shape,
                  const long long* cycles, const ClockSample* clock, std::vector<long long>* host,
-                 const std::string& extra) {
+                 const std::string& extra, cudaStream_t stream = nullptr) {
   ClockSample clk[2];
-  CUDA_OR_THROW(cudaMemcpy(host->data(), cycles, sizeof(long long) * host->size(), cudaMemcpyDeviceToHost));
-  CUDA_OR_THROW(cudaMemcpy(clk, clock, sizeof clk, cudaMemcpyDeviceToHost));
+  CUDA_OR_THROW(cudaMemcpyAsync(host->data(), cycles, sizeof(long long) * host->size(), cudaMemcpyDeviceToHost, stream));
+  CUDA_OR_THROW(cudaMemcpyAsync(clk, clock, sizeof clk, cudaMemcpyDeviceToHost, stream));
+  CUDA_OR_THROW(cudaStreamSynchronize(stream));
   const double mhz = sm_clock_mhz(clk[0], clk[1]);
   std::vector<double> c(host->begin(), host->end());
   const double p50 = median(c);
@@ -416,8 +406,9 @@ void emit_cycles(const std::string& placement, const std::string& measure, const
 }
 
 // A split's landing stamps (`host->size()` of them): every payload landed within the poll's timeout.
-void require_landed(const long long* stamps, std::vector<long long>* host) {
-  CUDA_OR_THROW(cudaMemcpy(host->data(), stamps, sizeof(long long) * host->size(), cudaMemcpyDeviceToHost));
+void require_landed(const long long* stamps, std::vector<long long>* host, cudaStream_t stream = nullptr) {
+  CUDA_OR_THROW(cudaMemcpyAsync(host->data(), stamps, sizeof(long long) * host->size(), cudaMemcpyDeviceToHost, stream));
+  CUDA_OR_THROW(cudaStreamSynchronize(stream));
   if (*std::min_element(host->begin(), host->end()) < 0)
     throw std::runtime_error("a payload never reached its destination within the poll's 2 s");
 }
@@ -443,7 +434,6 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
       const std::string shape = "pointer " + std::to_string(bytes) + " B";
       try {
         CUDA_OR_THROW(cudaSetDevice(0));
-        CUDA_OR_THROW(cudaMemset(words.p, 0, sizeof(ChainWords)));
         for (const bool split : {false, true}) {
           CUDA_OR_THROW(cudaMemset(words.p, 0, sizeof(ChainWords)));
           CUDA_OR_THROW(cudaMemset(copy_dst.p, 0, max_bytes));
@@ -541,12 +531,9 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
     const std::string shape = "pointer " + std::to_string(bytes) + " B";
     try {
       CUDA_OR_THROW(cudaSetDevice(0));
-      timed_ms(session, s, "completion " + shape,
-               [&] { one_op_kernel<<<1, 1, 0, s>>>(ctx, t, bytes, false, warmup, iters, cycles, clock); });
-      ClockSample clk[2];
-      CUDA_OR_THROW(cudaMemcpyAsync(host.data(), cycles, sizeof(long long) * iters, cudaMemcpyDeviceToHost, s));
-      CUDA_OR_THROW(cudaMemcpyAsync(clk, clock, sizeof clk, cudaMemcpyDeviceToHost, s));
-      CUDA_OR_THROW(cudaStreamSynchronize(s));
+      timed_ms(session, s, "completion " + shape, [&] {
+        one_op_kernel<false><<<1, 1, 0, s>>>(ctx, t, bytes, false, 0x1000, warmup, iters, 0, cycles, clock);
+      });
       // The last op's payload landed whole.
       std::vector<uint8_t> got(bytes), want(bytes);
       const uint64_t last = uint64_t(warmup + iters - 1);
@@ -556,10 +543,7 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
                                     cudaMemcpyDeviceToHost, s));
       CUDA_OR_THROW(cudaStreamSynchronize(s));
       if (got != want) throw std::runtime_error("the last op's destination does not hold its payload");
-      const double mhz = sm_clock_mhz(clk[0], clk[1]);
-      std::vector<double> c(host.begin(), host.end());
-      const double p50 = median(c);
-      emit(pl.name, "completion", shape, p50 * 1e3 / mhz, "ns", mhz, "\"cycles_p50\": " + std::to_string(p50));
+      emit_cycles(pl.name, "completion", shape, cycles, clock, &host, "", s);
     } catch (const EngineStopped&) {
       throw;
     } catch (const std::exception& e) {
@@ -574,12 +558,12 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
       CUDA_OR_THROW(cudaSetDevice(0));
       const uint64_t base = uint64_t(k + 1) << 40;
       timed_ms(session, s, "split " + shape, [&] {
-        one_op_split_kernel<<<1, 1, 0, s>>>(ctx, t, bytes, base, warmup, iters, 2'000'000'000ull, split_cycles, clock);
+        one_op_kernel<true><<<1, 1, 0, s>>>(ctx, t, bytes, false, base, warmup, iters, 2'000'000'000ull, split_cycles,
+                                             clock);
       });
-      CUDA_OR_THROW(cudaStreamSynchronize(s));
       const char* names[3] = {"split_posted", "split_landed", "split_done"};
-      require_landed(split_cycles + iters, &host);
-      for (int c = 0; c < 3; ++c) emit_cycles(pl.name, names[c], shape, split_cycles + c * iters, clock, &host, "");
+      require_landed(split_cycles + iters, &host, s);
+      for (int c = 0; c < 3; ++c) emit_cycles(pl.name, names[c], shape, split_cycles + c * iters, clock, &host, "", s);
     } catch (const EngineStopped&) {
       throw;
     } catch (const std::exception& e) {

@@ -191,7 +191,7 @@ struct WarpScratch {
   Seg16 window[kWindowSegs];
   CopyDesc copies[kWarpLanes];      // an epoch's copies and their block prefix (shared copies)
   uint32_t inclusive[kWarpLanes];
-  QpState qp;  // the state of the warp's QP when it serves exactly one (see engine_kernel)
+  QpState qp;  // the state of the QP the warp serves (see engine_kernel)
 };
 constexpr size_t kScratchBytes = sizeof(WarpScratch);
 
