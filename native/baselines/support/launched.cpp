@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <set>
 #include <stdexcept>
 
 namespace gicomm::baselines {
@@ -48,42 +47,24 @@ void place_locally(const net::Env& env, LaunchedRank* me) {
   me->local_ranks = here ? l.world : 1;
 }
 
-// Both ranks agree on the points: rank 0 sends its plan, rank 1 takes it (every id must be one of
-// its own points of these transports). "" or why not.
+// Both ranks agree on the points (net::agree_on_plan); rank 1 keeps its own of rank 0's plan.
+// "" or why not.
 std::string agree_on_points(RankContext* ctx) {
-  net::Message mine, theirs;
-  if (ctx->rank == 0) {
-    mine.set_u64("points", ctx->points.size());
-    for (size_t i = 0; i < ctx->points.size(); ++i) mine.set("point." + std::to_string(i), ctx->points[i].point_id);
-  }
-  std::string err;
-  if (!ctx->oob->exchange("plan", mine, &theirs, ctx->peer_timeout_ms, &err)) return err;
-  std::string verdict = "ok";
-  if (ctx->rank != 0) {
-    uint64_t n = 0;
-    if (!theirs.get_u64("points", 1u << 20, &n, &err)) {
-      verdict = ctx->oob->peer_name() + " sent a bad plan: " + err;
-    } else {
-      std::vector<Point> plan;
-      for (uint64_t i = 0; i < n && verdict == "ok"; ++i) {
-        const std::string id = theirs.get("point." + std::to_string(i));
-        const Point* found = nullptr;
-        for (const Point& p : ctx->points)
-          if (p.point_id == id) found = &p;
-        if (found)
-          plan.push_back(*found);
-        else
-          verdict = "point " + id + " is not among rank " + std::to_string(ctx->rank) +
-                    "'s points of this transport (give both ranks the same --points)";
+  std::vector<std::string> ids;
+  for (const Point& p : ctx->points) ids.push_back(p.point_id);
+  std::string why;
+  const auto plan = net::agree_on_plan(*ctx->oob, ids,
+                                       "among rank " + std::to_string(ctx->rank) + "'s points of this transport",
+                                       ctx->peer_timeout_ms, &why);
+  if (!plan) return why;
+  std::vector<Point> mine;
+  for (const std::string& id : *plan)
+    for (const Point& p : ctx->points)
+      if (p.point_id == id) {
+        mine.push_back(p);
+        break;
       }
-      ctx->points = plan;
-    }
-  }
-  net::Message check;
-  check.set("status", verdict);
-  if (!ctx->oob->exchange("plan-check", check, &theirs, ctx->peer_timeout_ms, &err)) return err;
-  if (verdict != "ok") return verdict;
-  if (theirs.get("status") != "ok") return ctx->oob->peer_name() + " refused the plan: " + theirs.get("status");
+  ctx->points = mine;
   return "";
 }
 
@@ -91,34 +72,12 @@ std::string agree_on_points(RankContext* ctx) {
 
 std::optional<LaunchedRank> launched_rank(const std::map<std::string, std::string>& flags, const net::Env& env,
                                           int nranks, std::string* error) {
-  error->clear();
+  const auto named = net::launch_of(flags, env, nranks,
+                                    "this harness runs " + std::to_string(nranks) + " ranks, one per process", error);
+  if (!named) return std::nullopt;
   LaunchedRank me;
-  net::LaunchFlags lf;
-  for (const auto& [key, value] : flags) {
-    if (key == "peer-timeout-ms") {
-      char* end = nullptr;
-      const long v = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < 100 || v > 86400000) {
-        *error = "--peer-timeout-ms " + value + ": allowed: an integer from 100 to 86400000";
-        return std::nullopt;
-      }
-      me.timeout_ms = static_cast<int>(v);
-      continue;
-    }
-    if (!net::parse_launch_flag(key, value, &lf, error)) *error = "--" + key + ": not a launch flag";
-    if (!error->empty()) return std::nullopt;
-  }
-  // Nothing names a rank: the harness forks its ranks.
-  const bool named = flags.count("rank") || flags.count("world-size") || flags.count("rendezvous") ||
-                     flags.count("rendezvous-port");
-  if (!named && !env.count("SLURM_PROCID") && !env.count("OMPI_COMM_WORLD_RANK")) return std::nullopt;
-  if (!net::resolve_launch(lf, env, &me.launch, error)) return std::nullopt;
-  if (me.launch.world == 1) return std::nullopt;
-  if (me.launch.world != nranks) {
-    *error = "world size " + std::to_string(me.launch.world) + " (from " + me.launch.source + "): this harness runs " +
-             std::to_string(nranks) + " ranks, one per process";
-    return std::nullopt;
-  }
+  me.launch = named->launch;
+  me.timeout_ms = named->peer_timeout_ms;
   place_locally(env, &me);
   return me;
 }

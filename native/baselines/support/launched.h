@@ -37,6 +37,4 @@ std::optional<LaunchedRank> launched_rank(const std::map<std::string, std::strin
 int run_launched_rank(RankContext ctx, const LaunchedRank& me, const std::vector<std::string>& transports,
                       const std::vector<std::string>& metrics, const std::function<int(RankContext&)>& body);
 
-// Hex text of a blob and back (false on a wrong length or digit).
-
 }  // namespace gicomm::baselines

@@ -43,6 +43,8 @@ static void test_what_the_launch_says() {
             has(err, "--peer-timeout-ms soon: allowed"),
         "%s", err.c_str());
   CHECK(!launched_rank({{"rank", "x"}, {"world-size", "2"}}, {}, 2, &err) && has(err, "rank"), "%s", err.c_str());
+  // A peer timeout with no rank is a launch missing its rank, as for the native drivers (not a fork).
+  CHECK(!launched_rank({{"peer-timeout-ms", "5000"}}, {}, 2, &err) && has(err, "no rank"), "%s", err.c_str());
   // srun -N2 -n2 --ntasks-per-node=1: rank 1 on nodeb, alone there; rank 0's host is the rendezvous.
   const gicomm::net::Env slurm = {{"SLURM_PROCID", "1"},
                                   {"SLURM_NTASKS", "2"},

@@ -9,34 +9,9 @@ namespace gicomm::bench {
 namespace {
 
 std::unique_ptr<Launcher> make_net_launcher(const std::map<std::string, std::string>& flags, std::string* error) {
-  net::LaunchFlags lf;
-  int timeout_ms = 60000;
-  for (const auto& [key, value] : flags) {
-    if (key == "peer-timeout-ms") {
-      char* end = nullptr;
-      const long v = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end || v < 100 || v > 86400000) {
-        *error = "--peer-timeout-ms " + value + ": allowed: an integer from 100 to 86400000";
-        return nullptr;
-      }
-      timeout_ms = static_cast<int>(v);
-      continue;
-    }
-    if (!net::parse_launch_flag(key, value, &lf, error)) *error = "--" + key + ": not a launch flag";
-    if (!error->empty()) return nullptr;
-  }
-  // Nothing names a rank: one process (resolve_launch would ask for one).
-  const net::Env env = net::process_env();
-  if (flags.empty() && !env.count("SLURM_PROCID") && !env.count("OMPI_COMM_WORLD_RANK")) return nullptr;
-  net::Launch launch;
-  if (!net::resolve_launch(lf, env, &launch, error)) return nullptr;
-  if (launch.world == 1) return nullptr;
-  if (launch.world != 2) {
-    *error = "world size " + std::to_string(launch.world) + " (from " + launch.source +
-             "): the NIC experiments run on one rank or two";
-    return nullptr;
-  }
-  return std::make_unique<NetLauncher>(launch, timeout_ms);
+  const auto named = net::launch_of(flags, net::process_env(), 2, "the NIC experiments run on one rank or two", error);
+  if (!named) return nullptr;
+  return std::make_unique<NetLauncher>(named->launch, named->peer_timeout_ms);
 }
 
 // Registered with the runner when this file is linked in (the transport factory references it).
@@ -58,30 +33,10 @@ std::vector<std::string> NetLauncher::begin_run(const std::string& experiment, i
   std::string err;
   session_ = net::OobSession::establish(launch_, id, timeout_ms_, &err);
   if (!session_) fail(err);
-  net::Message mine, theirs;
-  mine.set_u64("points", points.size());
-  if (rank() == 0)
-    for (size_t i = 0; i < points.size(); ++i) mine.set("point." + std::to_string(i), points[i]);
-  exchange("plan", mine, &theirs, timeout_ms_);
-  std::vector<std::string> plan = points;
-  std::string verdict = "ok";
-  if (rank() != 0) {
-    const std::set<std::string> known(points.begin(), points.end());
-    plan.clear();
-    const uint64_t n = u64_of(theirs, "points", peer_name());
-    for (uint64_t i = 0; i < n; ++i) {
-      plan.push_back(theirs.get("point." + std::to_string(i)));
-      if (!known.count(plan.back()) && verdict == "ok")
-        verdict = "point " + plan.back() + " is not in rank " + std::to_string(rank()) +
-                  "'s points file (give both ranks the same --points)";
-    }
-  }
-  net::Message check;
-  check.set("status", verdict);
-  exchange("plan-check", check, &theirs, timeout_ms_);
-  if (verdict != "ok") fail(verdict);
-  if (theirs.get("status") != "ok") fail(peer_name() + " refused the run: " + theirs.get("status"));
-  return plan;
+  const auto plan = net::agree_on_plan(*session_, points, "in rank " + std::to_string(rank()) + "'s points file",
+                                       timeout_ms_, &err);
+  if (!plan) fail(err);
+  return *plan;
 }
 
 void NetLauncher::begin_point(const std::string& point_id) {

@@ -287,4 +287,33 @@ std::string this_host() {
 
 std::string short_host(const std::string& host) { return host.substr(0, host.find('.')); }
 
+std::optional<NamedLaunch> launch_of(const std::map<std::string, std::string>& flags, const Env& env, int world,
+                                     const std::string& runs, std::string* error) {
+  error->clear();
+  NamedLaunch named;
+  LaunchFlags lf;
+  for (const auto& [key, value] : flags) {
+    if (key == "peer-timeout-ms") {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 100 || v > 86400000) {
+        *error = "--peer-timeout-ms " + value + ": allowed: an integer from 100 to 86400000";
+        return std::nullopt;
+      }
+      named.peer_timeout_ms = static_cast<int>(v);
+      continue;
+    }
+    if (!parse_launch_flag(key, value, &lf, error)) *error = "--" + key + ": not a launch flag";
+    if (!error->empty()) return std::nullopt;
+  }
+  if (flags.empty() && !env.count("SLURM_PROCID") && !env.count("OMPI_COMM_WORLD_RANK")) return std::nullopt;
+  if (!resolve_launch(lf, env, &named.launch, error)) return std::nullopt;
+  if (named.launch.world == 1) return std::nullopt;
+  if (named.launch.world != world) {
+    *error = "world size " + std::to_string(named.launch.world) + " (from " + named.launch.source + "): " + runs;
+    return std::nullopt;
+  }
+  return named;
+}
+
 }  // namespace gicomm::net

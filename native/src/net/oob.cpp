@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <thread>
 
 namespace gicomm::net {
@@ -540,6 +541,41 @@ bool OobSession::exchange(const std::string& phase, const Message& mine, Message
     return false;
   }
   return true;
+}
+
+std::optional<std::vector<std::string>> agree_on_plan(OobSession& session, const std::vector<std::string>& ids,
+                                                      const std::string& own, int timeout_ms, std::string* why) {
+  Message mine, theirs;
+  mine.set_u64("points", ids.size());
+  if (session.rank() == 0)
+    for (size_t i = 0; i < ids.size(); ++i) mine.set("point." + std::to_string(i), ids[i]);
+  if (!session.exchange("plan", mine, &theirs, timeout_ms, why)) return std::nullopt;
+  std::vector<std::string> plan = ids;
+  std::string verdict = "ok";
+  if (session.rank() != 0) {
+    plan.clear();
+    uint64_t n = 0;
+    std::string err;
+    if (!theirs.get_u64("points", 1u << 20, &n, &err)) verdict = session.peer_name() + " sent a bad plan: " + err;
+    const std::set<std::string> known(ids.begin(), ids.end());
+    for (uint64_t i = 0; i < n && verdict == "ok"; ++i) {
+      plan.push_back(theirs.get("point." + std::to_string(i)));
+      if (!known.count(plan.back()))
+        verdict = "point " + plan.back() + " is not " + own + " (give both ranks the same --points)";
+    }
+  }
+  Message check;
+  check.set("status", verdict);
+  if (!session.exchange("plan-check", check, &theirs, timeout_ms, why)) return std::nullopt;
+  if (verdict != "ok") {
+    *why = verdict;
+    return std::nullopt;
+  }
+  if (theirs.get("status") != "ok") {
+    *why = session.peer_name() + " refused the plan: " + theirs.get("status");
+    return std::nullopt;
+  }
+  return plan;
 }
 
 }  // namespace gicomm::net

@@ -61,6 +61,18 @@ struct Launch {
 // variable or flag at fault and what is allowed.
 bool resolve_launch(const LaunchFlags& flags, const Env& env, Launch* out, std::string* error);
 
+// A launch named on a command line: the launch flags by name (`flags`: rank, world-size,
+// rendezvous, rendezvous-port and peer-timeout-ms, without dashes) and the environment.
+struct NamedLaunch {
+  Launch launch;
+  int peer_timeout_ms = 60000;  // how long a rank waits for its peer (--peer-timeout-ms)
+};
+// nullopt with *error empty: no flag and no Slurm or Open MPI rank (one process), or a world of
+// one. nullopt and *error: a flag or variable is wrong, or the world is not `world` ("world size 4
+// (from slurm): <runs>").
+std::optional<NamedLaunch> launch_of(const std::map<std::string, std::string>& flags, const Env& env, int world,
+                                     const std::string& runs, std::string* error);
+
 // This host's name (gethostname), and its short form (up to the first dot).
 std::string this_host();
 std::string short_host(const std::string& host);

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,6 +125,14 @@ class OobSession {
 };
 
 // The hello a rank sends, and the check of a peer's hello (empty: accepted; else the reason).
+// Rank 0's plan of point ids, agreed by both ranks: rank 0 sends its `ids` in order; rank 1 takes
+// them when each is one of its own `ids` (else it refuses: "point X is not <own> (give both ranks
+// the same --points)", `own` saying where it looked, e.g. "in rank 1's points file"); then both
+// swap verdicts, so a refusal fails both. The plan, or nullopt and *why: this rank's refusal, the
+// peer's ("<peer> refused the plan: ..."), or the exchange's error.
+std::optional<std::vector<std::string>> agree_on_plan(OobSession& session, const std::vector<std::string>& ids,
+                                                      const std::string& own, int timeout_ms, std::string* why);
+
 Message make_hello(const Launch& launch, const Identity& self);
 std::string check_hello(const Launch& launch, const Identity& self, const Message& peer, int peer_version);
 
