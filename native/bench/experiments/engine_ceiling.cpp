@@ -7,6 +7,7 @@
 // clock starts; then each QP's doorbell is rung once for its whole window and the time until every
 // QP's CQE names its last WQE is the round's time. --warmup untimed rounds (the gpu engine: one),
 // then --iters timed rounds: metric engine_wqe_rate (Mmsg/s), one sample per timed round.
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -37,8 +38,14 @@ std::vector<Record> engine_ceiling(Run& run) {
   plan.rounds = run.iters();
   plan.timeout_ms = static_cast<uint32_t>(run.options.timeout_ms);
   plan.engine_warps_per_block = run.param<int>("engine_warps_per_block");
+  plan.method = run.param<std::string>("method") == "window" ? CeilingMethod::window : CeilingMethod::steady;
+  if (!cpu && plan.method != CeilingMethod::steady)
+    throw PointFailure("bad parameter: method window is the cpu engine's earlier method; engine " + engine +
+                       " has one method (steady)");
   const CeilingSamples s = measure_engine_ceiling(shape, plan);
   Record rec = Record::ok("engine_wqe_rate", "Mmsg/s", compute_stats(s.wqe_rate_mps));
+  std::fprintf(stderr, "[gicomm] engine ceiling %s, %s: %.2f Mmsg/s (%s)\n", name_of(shape.backend),
+               shape.text().c_str(), ceiling_of(s), describe_measurement(s).c_str());
   rec.nic_backend = name_of(shape.backend);
   rec.sm_clock_mhz = s.sm_clock_mhz;
   rec.engine_ceiling_shape = shape.text();

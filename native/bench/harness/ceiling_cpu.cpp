@@ -1,12 +1,25 @@
 // The cpu engine's ceiling for one WQE shape (harness/engine_ceiling.h describes the method): host
 // memory only, so it runs everywhere. Registers itself as the cpu engine's measurer.
+//
+// Method steady (every driver's hook): the engine threads run where a mini-proxy run puts them
+// (proxy::cpu_engine_cpus, the placement ProxyRig gives its engine) and the thread that writes
+// the WQEs and polls the CQs where the pool's first worker runs; one WQE in plan.signal_every is
+// signaled (a worker's chain); a round's rate is the WQEs completed between a quarter and three
+// quarters of the round over that time, so neither the engine's pickup of the doorbells nor the
+// tail where one QP finishes alone is in it; the ceiling is the best round (interference only
+// ever slows a round). Method window: the measurement before this one (kept to compare with):
+// unpinned, every WQE signaled, doorbell to last CQE, the median round.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gicomm/mlx5/host_post.h"
+#include "gicomm/proxy/pool.h"
+#include "gicomm/proxy/topology.h"
 #include "gicomm/softnic/softnic.h"
 #include "harness/engine_ceiling.h"
 #include "harness/errors.h"
@@ -15,11 +28,45 @@ namespace gicomm::bench {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// Runs `fn` on a thread pinned to `cpu` (or unpinned for -1) and rethrows what it threw, so the
+// caller's own placement is left alone.
+template <class Fn>
+void run_on_cpu(int cpu, Fn fn) {
+  std::exception_ptr error;
+  std::string pin_error;
+  std::thread t([&] {
+    if (cpu >= 0 && !proxy::pin_this_thread(cpu, &pin_error)) return;
+    try {
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  t.join();
+  if (!pin_error.empty()) throw PointFailure("engine ceiling: the polling thread: " + pin_error);
+  if (error) std::rethrow_exception(error);
+}
+
 CeilingSamples measure_cpu(const EngineShape& shape, const CeilingPlan& plan) {
-  const uint32_t qps = shape.qps, depth = plan.depth, bytes = shape.bytes;
-  const uint32_t slot = (bytes + 63) / 64 * 64;
-  uint32_t nbb = 1;
-  if (shape.inline_payload && bytes != 8) nbb = mlx5::wqebbs_of_ds(2 + mlx5::inline_seg_ds(bytes));
+  const uint32_t qps = shape.qps, bytes = shape.bytes;
+  const uint32_t nbb = wqebbs_per_wqe(shape);
+  check_plan(plan, nbb);
+  if (qps < 1 || qps > softnic::SoftNic::kMaxQps)
+    throw PointFailure("bad parameter: engine ceiling: qps must be in 1.." + std::to_string(softnic::SoftNic::kMaxQps) +
+                       ", not " + std::to_string(qps));
+  const bool steady = plan.method == CeilingMethod::steady;
+  const uint32_t depth = plan.depth, slot = (bytes + 63) / 64 * 64;
+  if (steady && uint64_t(qps) * depth < kSteadyMinWqes)
+    throw PointFailure("bad parameter: engine ceiling: method steady times the middle half of a round, so qps x depth "
+                       "must be at least " + std::to_string(kSteadyMinWqes) + ", not " + std::to_string(qps) + " x " +
+                       std::to_string(depth));
+  // Every QP completes at least 8 signaled WQEs per round, so a quarter of the round is visible.
+  const uint32_t signal_every = steady ? std::max(1u, std::min(plan.signal_every, depth / 8)) : 1;
+  // Steady: a pass over the CQs at most every microsecond, so the polling thread's reads take the
+  // CQE lines from the engine rarely (a pass is then at most ~1 us of a round's middle half).
+  const auto poll_gap = std::chrono::nanoseconds(steady ? 1000 : 0);
   uint32_t ring = 64;
   while (ring < depth * nbb) ring <<= 1;
   // Destination slots wrap within 64 MiB; each QP's last WQE writes a check slot of its own.
@@ -37,15 +84,34 @@ CeilingSamples measure_cpu(const EngineShape& shape, const CeilingPlan& plan) {
   qc.cq_entries = 1;
   std::vector<mlx5::HostSq> sqs;
   for (uint32_t q = 0; q < qps; ++q) sqs.emplace_back(nic.sq(nic.create_qp(qc)));
-  softnic::CpuEngine engine(nic, static_cast<int>(std::max(1u, shape.engine_threads)));
-  engine.start();
-  const int rounds = plan.warmup + plan.rounds;
+  const uint32_t threads = std::max(1u, shape.engine_threads);
   CeilingSamples out;
-  for (int r = 0; r < rounds; ++r) {
+  out.best_round = steady;
+  if (steady) {  // a mini-proxy run's placement: the polling thread stands in for its worker 0
+    const proxy::PoolConfig pool;  // the pool's placement (ProxyRigSpec: node 0)
+    out.engine_cpus = proxy::engine_cpus_beside(pool, threads);
+    out.poller_cpu = proxy::worker_cpu(pool, 0);
+    // Fewer cpus than engine threads and the polling thread: an engine thread runs only when the
+    // scheduler takes the cpu from another, in slices longer than a round, so no round has a
+    // middle to see; such a host times whole rounds (and says so).
+    out.whole_rounds = proxy::allowed_cpus().size() < threads + 1;
+  }
+  const bool middle = steady && !out.whole_rounds;
+  softnic::CpuEngine engine(nic, static_cast<int>(threads), out.engine_cpus);
+  engine.start();
+  const uint64_t total = uint64_t(qps) * depth;
+  // A quarter and three quarters of the round's WQEs (steady); the whole round (window).
+  const uint64_t lo = middle ? total / 4 : 0, hi = middle ? total - total / 4 : total;
+
+  // One round; false when a timed round's middle half was not seen while the engine ran (the
+  // polling thread was off its cpu from before a quarter to after three quarters of the round).
+  auto one_round = [&](bool timed) -> bool {
+    std::vector<uint32_t> base(qps), done(qps, 0);
     for (uint32_t q = 0; q < qps; ++q) {  // the round's WQEs, written before the clock starts
+      base[q] = sqs[q].pi();
       mlx5::WqeImage img;
       for (uint32_t i = 0; i < depth; ++i) {
-        const mlx5::WqeHeader h = sqs[q].header(true);
+        const mlx5::WqeHeader h = sqs[q].header((i + 1) % signal_every == 0 || i + 1 == depth);
         const uint64_t d = i + 1 == depth ? uint64_t(dst_slots) + q : (uint64_t(q) * depth + i) % dst_slots;
         const uint64_t raddr = dmr.addr + d * slot;
         const uint64_t s = smr.addr + uint64_t(i % src_slots) * slot;
@@ -63,29 +129,74 @@ CeilingSamples measure_cpu(const EngineShape& shape, const CeilingPlan& plan) {
         sqs[q].push(img, ds);
       }
     }
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     for (uint32_t q = 0; q < qps; ++q) sqs[q].ring();
     const auto deadline = t0 + std::chrono::milliseconds(plan.timeout_ms);
-    for (uint32_t q = 0; q < qps; ++q) {
-      const mlx5::CqDesc cq = nic.cq(q);
-      const uint16_t last = static_cast<uint16_t>(sqs[q].pi() - nbb);
-      for (;;) {
-        const uint32_t tail = __atomic_load_n(&cq.buf[0].w[15], __ATOMIC_ACQUIRE);
-        const uint8_t op = mlx5::op_own_opcode(mlx5::tail_op_own(tail));
-        if (op == mlx5::kCqeReqErr) throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": error CQE");
-        if (op == mlx5::kCqeReq && mlx5::tail_wqe_counter(tail) == last) break;
-        if (std::chrono::steady_clock::now() > deadline)
-          throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": no CQE for WQE " + std::to_string(last) +
-                             " within " + std::to_string(plan.timeout_ms) + " ms (last seen " +
-                             std::to_string(mlx5::tail_wqe_counter(tail)) + ")");
+    Clock::time_point t_lo = t0, t_hi = t0;
+    uint64_t c_lo = 0, c_hi = 0, sum = 0;
+    bool have_lo = lo == 0, have_hi = false;
+    while (!have_hi) {
+      const auto pass_start = Clock::now();
+      sum = 0;
+      for (uint32_t q = 0; q < qps; ++q) {
+        if (done[q] < depth) {
+          const uint32_t tail = __atomic_load_n(&nic.cq(q).buf[0].w[15], __ATOMIC_ACQUIRE);
+          const uint8_t op = mlx5::op_own_opcode(mlx5::tail_op_own(tail));
+          if (op == mlx5::kCqeReqErr) throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": error CQE");
+          // The CQE names the last signaled WQE done; one of an earlier round is out of range.
+          const uint32_t at = (mlx5::tail_wqe_counter(tail) - base[q]) & 0xffffu;
+          if (op == mlx5::kCqeReq && at < depth * nbb) done[q] = at / nbb + 1;
+        }
+        sum += done[q];
+      }
+      const auto pass_end = Clock::now();
+      const auto mid = pass_start + (pass_end - pass_start) / 2;  // the pass's counts are of about then
+      if (!have_lo && sum >= lo) have_lo = true, t_lo = mid, c_lo = sum;
+      if (sum >= hi) have_hi = true, t_hi = middle ? mid : pass_end, c_hi = sum;
+      if (out.whole_rounds && !have_hi) std::this_thread::yield();  // an engine thread may share this cpu
+      while (!have_hi && Clock::now() < pass_end + poll_gap) {
+      }
+      if (!have_hi && pass_end > deadline) {
+        uint32_t q = 0;
+        while (done[q] == depth) ++q;
+        throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": " + std::to_string(done[q]) + " of " +
+                           std::to_string(depth) + " WQEs completed within " + std::to_string(plan.timeout_ms) + " ms");
       }
     }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r >= plan.warmup) out.wqe_rate_mps.push_back(double(qps) * depth / secs / 1e6);
-  }
+    // The rest of the round (its last CQEs), so the next round starts on an idle engine.
+    for (uint32_t q = 0; q < qps; ++q) {
+      const uint16_t last = static_cast<uint16_t>(base[q] + (depth - 1) * nbb);
+      while (mlx5::tail_wqe_counter(__atomic_load_n(&nic.cq(q).buf[0].w[15], __ATOMIC_ACQUIRE)) != last)
+        if (Clock::now() > deadline)
+          throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": no CQE for its last WQE within " +
+                             std::to_string(plan.timeout_ms) + " ms");
+    }
+    if (!timed) return true;
+    const double secs = std::chrono::duration<double>(t_hi - t_lo).count();
+    // Steady: both ends of the clock inside the engine's run (some WQEs done, some left), else the
+    // time holds an idle stretch or the round's start.
+    if (middle && (c_lo == 0 || c_hi >= total || c_hi <= c_lo || secs <= 0)) return false;
+    out.wqe_rate_mps.push_back(double(c_hi - c_lo) / secs / 1e6);
+    out.timed.push_back({c_lo, c_hi, total});
+    return true;
+  };
+  int ran = 0;
+  run_on_cpu(out.poller_cpu, [&] {
+    for (int r = 0; r < plan.warmup; ++r, ++ran) one_round(false);
+    // A round the polling thread missed (it lost its cpu) is run again, a bounded number of times.
+    int missed = 0;
+    while (static_cast<int>(out.wqe_rate_mps.size()) < plan.rounds) {
+      ++ran;
+      if (!one_round(true) && ++missed > 4 * plan.rounds + 8)
+        throw PointFailure("engine ceiling: the polling thread saw the middle half of only " +
+                           std::to_string(out.wqe_rate_mps.size()) + " of " + std::to_string(ran - plan.warmup) +
+                           " rounds of " + std::to_string(total) + " WQEs (a busy host, or rounds too short: raise depth)");
+    }
+  });
+  const int rounds = ran;
   engine.stop();
   const softnic::Counters c = engine.counters();
-  const uint64_t expected = uint64_t(qps) * depth * rounds;
+  const uint64_t expected = total * rounds;
   if (c.errors || c.wqes != expected)
     throw PointFailure("engine ceiling: the cpu engine executed " + std::to_string(c.wqes) + " WQEs with " +
                        std::to_string(c.errors) + " errors, expected " + std::to_string(expected));

@@ -25,18 +25,56 @@ namespace gicomm::bench {
 
 class Run;
 
+// The largest SQ the softnic creates (WQEBBs): a round's window of one QP fits it.
+constexpr uint32_t kMaxSqWqebbs = 32768;
+
+// The fewest WQEs (qps x depth) of a round whose middle half method steady times.
+constexpr uint64_t kSteadyMinWqes = 256;
+
+// How the cpu engine's rounds are run and timed (harness/ceiling_cpu.cpp); the gpu engine's
+// measurer has one method.
+enum class CeilingMethod {
+  steady,  // placed as a mini-proxy run places the engine, one CQE per signal_every WQEs, the
+           // middle half of each round timed, the best round
+  window,  // the earlier method, kept for comparison: unpinned, every WQE signaled, doorbell to
+           // last CQE, the median round
+};
+
 struct CeilingPlan {
   uint32_t depth = 1024;  // WQEs per QP per round (one doorbell)
   int warmup = 1;         // untimed rounds (the gpu engine's measurer always runs one)
   int rounds = 3;         // timed rounds, one sample each
   uint32_t timeout_ms = 2000;
   int engine_warps_per_block = 4;  // gpu engine
+  CeilingMethod method = CeilingMethod::steady;  // cpu engine
+  uint32_t signal_every = 16;  // cpu engine, steady: a mini-proxy worker's chain (its batch, at most 16)
 };
 
 struct CeilingSamples {
   std::vector<double> wqe_rate_mps;  // one per timed round
   std::optional<double> sm_clock_mhz;
+  bool best_round = false;       // the ceiling is the best round (else the median)
+  std::vector<int> engine_cpus;  // cpu engine: where its threads ran (empty: unpinned)
+  int poller_cpu = -1;           // cpu engine: where the WQEs were written and the CQs polled
+  bool whole_rounds = false;     // cpu engine, steady: too few cpus to time a round's middle
+  // cpu engine, per timed round: the WQEs completed when its clock started and stopped, of all.
+  struct Span {
+    uint64_t from = 0, to = 0, of = 0;
+  };
+  std::vector<Span> timed;
 };
+
+// The ceiling of a measurement: its best round or its median round, as the measurer says.
+double ceiling_of(const CeilingSamples& s);
+// "best of 5 rounds, engine threads on cpus 15,14, polling on cpu 0" (or "median of 3 rounds"):
+// how a measurement was made, for the driver's stderr line.
+std::string describe_measurement(const CeilingSamples& s);
+// WQEBBs of one WQE of `shape` (1 for pointer and 8-byte inline writes, up to 4 for 220 B inline).
+uint32_t wqebbs_per_wqe(const EngineShape& shape);
+// Refuses a plan no measurer can run (PointFailure "bad parameter: ..." naming the field and its
+// value): depth 0 or above what an SQ of 32768 WQEBBs holds of `wqebbs`-WQEBB WQEs, no timed round,
+// negative warmup, signal_every 0, timeout 0.
+void check_plan(const CeilingPlan& plan, uint32_t wqebbs);
 
 // A measurer for one engine kind; throws HardwareMissing when the host lacks what it needs, and
 // PointFailure (naming the QP and what was seen) when the engine misbehaves.
@@ -51,7 +89,9 @@ struct CeilingMeasurerRegistration {
 CeilingSamples measure_engine_ceiling(const EngineShape& shape, const CeilingPlan& plan);
 
 // The plan of the hook's short measurement of `shape`: at most 32768 WQEs and 64 MiB of payload
-// per round, 16..4096 WQEs per QP, one untimed and three timed rounds.
+// per round; on the gpu engines 16..4096 WQEs per QP, one untimed and three timed rounds; on the
+// cpu engine 16..(32768 / WQEBBs per WQE) WQEs per QP, one untimed and five timed rounds, method
+// steady.
 CeilingPlan short_plan(const EngineShape& shape, uint32_t timeout_ms);
 
 // The runner's hook. prepare: measures the shape of `run`'s point if not yet measured in this

@@ -88,7 +88,9 @@ void ProxyRig::start(NicBackend b, HostRegion remote, HostRegion local, bool par
   }
   if (!pool) throw PointFailure("bad parameter: mini-proxy pool: " + err);
   if (nic) {
-    engine = std::make_unique<softnic::CpuEngine>(*nic, static_cast<int>(spec.engine_threads));
+    // Beside the pool's workers, as the engine ceiling measures it (harness/ceiling_cpu.cpp).
+    engine = std::make_unique<softnic::CpuEngine>(*nic, static_cast<int>(spec.engine_threads),
+                                                  proxy::engine_cpus_beside(pc, spec.engine_threads));
     engine->start();
   }
   if (!pool->start(parked, &err)) throw PointFailure("mini-proxy pool: " + err);

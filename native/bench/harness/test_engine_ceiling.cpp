@@ -103,7 +103,61 @@ void shapes() {
   big.qps = 16;
   CHECK(short_plan(big, 2000).depth == 64, "64 MiB / 64 KiB / 16 QPs, got %u", short_plan(big, 2000).depth);
   EngineShape one;
-  CHECK(short_plan(one, 2000).depth == 4096 && short_plan(one, 2000).rounds == 3);
+  one.backend = NicBackend::softnic_gpu;
+  CHECK(short_plan(one, 2000).depth == 4096 && short_plan(one, 2000).rounds == 3, "the gpu engine's plan");
+  // The cpu engine's: rounds up to a full SQ (32768 WQEBBs), five timed rounds, method steady.
+  EngineShape two = one;
+  two.backend = NicBackend::softnic_cpu;
+  two.qps = 2;
+  two.engine_threads = 2;
+  CeilingPlan p = short_plan(two, 2000);
+  CHECK(p.depth == 16384 && p.rounds == 5 && p.warmup == 1 && p.method == CeilingMethod::steady && p.signal_every == 16,
+        "8 B x 2 QPs: depth %u rounds %d", p.depth, p.rounds);
+  two.bytes = 220;
+  CHECK(short_plan(two, 2000).depth == 8192, "inline 220 B is 4 WQEBBs: 8192 WQEs fill the SQ");
+  two.qps = 1;
+  CHECK(short_plan(two, 2000).depth == 8192 && wqebbs_per_wqe(two) == 4);
+  two.inline_payload = false;
+  two.bytes = 65536;
+  two.qps = 2;
+  CHECK(short_plan(two, 2000).depth == 512 && wqebbs_per_wqe(two) == 1, "64 MiB of 64 KiB writes over 2 QPs");
+  // The ceiling: the best round where the measurer says so, else the median.
+  CeilingSamples s;
+  s.wqe_rate_mps = {3.0, 9.0, 5.0};
+  CHECK(ceiling_of(s) == 5.0, "median");
+  s.best_round = true;
+  CHECK(ceiling_of(s) == 9.0, "best round");
+}
+
+// ---- bad plans are refused, naming the field, its value and what is allowed -------------------
+void bad_plans() {
+  auto refused = [](const CeilingPlan& p, uint32_t wqebbs, const std::string& want) {
+    try {
+      check_plan(p, wqebbs);
+    } catch (const PointFailure& e) {
+      CHECK(std::string(e.what()).find(want) != std::string::npos, "'%s' lacks '%s'", e.what(), want.c_str());
+      return;
+    }
+    CHECK(false, "plan accepted, expected '%s'", want.c_str());
+  };
+  CeilingPlan p;
+  check_plan(p, 1);  // the default plan runs
+  p.depth = 0;
+  refused(p, 1, "depth must be in 1..32768 for WQEs of 1 WQEBBs (an SQ holds at most 32768), not 0");
+  p.depth = 8193;
+  refused(p, 4, "depth must be in 1..8192 for WQEs of 4 WQEBBs");
+  p = CeilingPlan{};
+  p.rounds = 0;
+  refused(p, 1, "rounds (timed rounds) must be at least 1, not 0");
+  p = CeilingPlan{};
+  p.warmup = -1;
+  refused(p, 1, "warmup must be at least 0, not -1");
+  p = CeilingPlan{};
+  p.signal_every = 0;
+  refused(p, 1, "signal_every must be at least 1, not 0");
+  p = CeilingPlan{};
+  p.timeout_ms = 0;
+  refused(p, 1, "timeout_ms must be at least 1, not 0");
 }
 
 // ---- the runner's hook ---------------------------------------------------------------------------
@@ -114,7 +168,9 @@ CeilingSamples fake_measurer(const EngineShape& s, const CeilingPlan&) {
   ++measured[s.text()];
   if (fail_pointer && !s.inline_payload) throw PointFailure("QP 2: no CQE");
   // 10, 30, 20 Mmsg/s per 1 QP class step: the median is 20 * qps.
-  return {{10.0 * s.qps, 30.0 * s.qps, 20.0 * s.qps}, std::nullopt};
+  CeilingSamples out;
+  out.wqe_rate_mps = {10.0 * s.qps, 30.0 * s.qps, 20.0 * s.qps};
+  return out;
 }
 const CeilingMeasurerRegistration cpu(EngineKind::cpu, fake_measurer);
 const CeilingMeasurerRegistration gpu(EngineKind::gpu, fake_measurer);
@@ -176,6 +232,7 @@ void hook(const std::string& dir) {
 
 int main() {
   shapes();
+  bad_plans();
   char tmpl[] = "/tmp/gicomm-ceiling-XXXXXX";
   const char* dir = mkdtemp(tmpl);
   REQUIRE(dir != nullptr, "mkdtemp");

@@ -91,7 +91,7 @@ std::unique_ptr<WorkerPool> WorkerPool::create(const PoolConfig& cfg,
   for (uint32_t w = 0; w < cfg.workers; ++w) {
     auto worker = std::make_unique<Worker>();
     worker->index = w;
-    if (!node_cpus.empty()) worker->cpu = node_cpus[(cfg.first_cpu + w) % node_cpus.size()];
+    if (!node_cpus.empty()) worker->cpu = worker_cpu(cfg, w);
     for (uint32_t r = w; r < rings.size(); r += cfg.workers) worker->rings.push_back(r);
     std::string err;
     worker->channel = backend.open(w, &err);
@@ -104,6 +104,17 @@ std::unique_ptr<WorkerPool> WorkerPool::create(const PoolConfig& cfg,
     pool->workers_.push_back(std::move(worker));
   }
   return pool;
+}
+
+int worker_cpu(const PoolConfig& cfg, uint32_t w) {
+  std::vector<int> node_cpus;
+  if (cfg.numa_node < 0 || !numa_node_cpus(cfg.numa_node, &node_cpus, nullptr)) return -1;
+  return node_cpus[(cfg.first_cpu + w) % node_cpus.size()];
+}
+
+std::vector<int> engine_cpus_beside(const PoolConfig& cfg, unsigned threads) {
+  if (cfg.numa_node < 0) return {};
+  return cpu_engine_cpus(cfg.numa_node, threads, allowed_cpus());
 }
 
 WorkerPool::~WorkerPool() {

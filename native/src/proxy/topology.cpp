@@ -147,5 +147,40 @@ bool pin_this_thread(int cpu, std::string* error) {
   return true;
 }
 
+std::vector<int> cpu_engine_cpus(int node, unsigned threads, const std::vector<int>& allowed,
+                                 const std::string& sysfs_root) {
+  std::vector<int> node_cpus;
+  if (threads == 0 || !numa_node_cpus(node, &node_cpus, nullptr, sysfs_root)) return {};
+  std::vector<int> cores;  // one cpu per core, from the node's last cpu down
+  std::vector<int> seen;   // cpus of the cores already taken
+  for (auto it = node_cpus.rbegin(); it != node_cpus.rend(); ++it) {
+    const int cpu = *it;
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) continue;
+    if (std::find(seen.begin(), seen.end(), cpu) != seen.end()) continue;
+    std::string text;
+    std::vector<int> siblings;
+    if (read_file(sysfs_root + "/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list",
+                  &text) &&
+        parse_cpulist(text, &siblings))
+      seen.insert(seen.end(), siblings.begin(), siblings.end());
+    seen.push_back(cpu);
+    cores.push_back(cpu);
+  }
+  if (cores.empty()) return {};
+  std::vector<int> out;
+  for (unsigned t = 0; t < threads; ++t) out.push_back(cores[t % cores.size()]);
+  return out;
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
 }  // namespace proxy
 }  // namespace gicomm

@@ -46,6 +46,25 @@ int main() {
   REQUIRE(err == "NUMA node 1 not found (nodes present: 0,2)", "%s", err.c_str());
   REQUIRE(!numa_node_cpus(-1, &c, &err, root));
 
+  // The cpu engine's placement: node 3 has cpus 0-7 as four cores of two hyperthreads (n, n+4);
+  // its threads take the last cores first, one cpu per core, never a worker's (the first cpus)
+  // while cores are left, and wrap over the cores when there are more threads than cores.
+  mkdirs(root + "/devices/system/node/node3");
+  write(root + "/devices/system/node/node3/cpulist", "0-7\n");
+  for (int cpu = 0; cpu < 8; ++cpu) {
+    const std::string dir = root + "/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology";
+    mkdirs(dir);
+    write(dir + "/thread_siblings_list", std::to_string(cpu % 4) + "," + std::to_string(cpu % 4 + 4) + "\n");
+  }
+  REQUIRE((cpu_engine_cpus(3, 2, {}, root) == std::vector<int>{7, 6}), "two threads on the last two cores");
+  REQUIRE((cpu_engine_cpus(3, 6, {}, root) == std::vector<int>{7, 6, 5, 4, 7, 6}), "four cores, six threads");
+  REQUIRE((cpu_engine_cpus(3, 2, {0, 1, 2, 5}, root) == std::vector<int>{5, 2}), "only allowed cpus");
+  REQUIRE(cpu_engine_cpus(3, 0, {}, root).empty() && cpu_engine_cpus(1, 2, {}, root).empty(),
+          "no threads, or no such node: unpinned");
+  // Node 2's cpus have no topology files: each is a core of its own.
+  REQUIRE((cpu_engine_cpus(2, 2, {}, root) == std::vector<int>{20, 17}));
+  REQUIRE(!allowed_cpus().empty(), "this process runs somewhere");
+
   // Frequency: cpufreq first (kHz), then /proc/cpuinfo, else a reason.
   mkdirs(root + "/devices/system/cpu/cpu1/cpufreq");
   write(root + "/devices/system/cpu/cpu1/cpufreq/scaling_cur_freq", "2450000\n");

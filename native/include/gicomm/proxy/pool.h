@@ -37,6 +37,14 @@ struct PoolConfig {
   uint64_t stall_timeout_ns = 2000000000ull;  // outstanding work with no completion for this long
 };
 
+// Where worker `w` of a pool configured by `cfg` runs: its node's cpu (first_cpu + w) mod the
+// node's cpus; -1 when the pool is unpinned or the node is unknown.
+int worker_cpu(const PoolConfig& cfg, uint32_t w);
+// Where the softnic cpu engine's `threads` threads run beside such a pool (cpu_engine_cpus of its
+// node, topology.h): the engine ceiling's measurement and every mini-proxy run place it so. Empty
+// when the pool is unpinned (the engine is too).
+std::vector<int> engine_cpus_beside(const PoolConfig& cfg, unsigned threads);
+
 struct WorkerStats {
   int cpu = -1;                // core the worker was pinned to (-1: not pinned)
   uint64_t posts = 0;          // chained submissions

@@ -30,5 +30,17 @@ CpuFreq read_cpu_mhz(int cpu, const std::string& sysfs_root = "/sys",
 // Pin the calling thread to one CPU. False (with the errno text) when the kernel refuses.
 bool pin_this_thread(int cpu, std::string* error);
 
+// Where the softnic cpu engine's `threads` threads run beside a worker pool on NUMA node `node`
+// (whose workers take the node's first cpus): from the node's last physical core down, one cpu
+// per core (cores from <sysfs>/devices/system/cpu/cpu<N>/topology/thread_siblings_list; a cpu
+// without it is a core of its own), only cpus this process may run on (`allowed`; empty: all);
+// with fewer cores than threads, thread t takes the (t mod cores)-th. One function, so that the
+// engine ceiling's measurement and every run it is attached to place the engine alike. Empty when
+// the node's cpus are unknown (the engine then runs unpinned).
+std::vector<int> cpu_engine_cpus(int node, unsigned threads, const std::vector<int>& allowed = {},
+                                 const std::string& sysfs_root = "/sys");
+// The cpus this process may run on (sched_getaffinity); empty when unreadable.
+std::vector<int> allowed_cpus();
+
 }  // namespace proxy
 }  // namespace gicomm

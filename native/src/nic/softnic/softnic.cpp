@@ -1,6 +1,9 @@
 // SoftNic tables and queue creation; the cpu engine.
 #include "gicomm/softnic/softnic.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <cstring>
 #include <random>
 #include <vector>
@@ -146,8 +149,11 @@ inline void cpu_relax() {
 
 }  // namespace
 
-CpuEngine::CpuEngine(SoftNic& nic, int threads) : nic_(nic), threads_(threads), per_thread_(threads) {
+CpuEngine::CpuEngine(SoftNic& nic, int threads, std::vector<int> cpus)
+    : nic_(nic), threads_(threads), cpus_(std::move(cpus)), per_thread_(threads) {
   if (threads < 1) throw std::invalid_argument("softnic: cpu engine needs at least one thread");
+  for (int c : cpus_)
+    if (c < 0 || c >= CPU_SETSIZE) throw std::invalid_argument("softnic: cpu engine: no cpu " + std::to_string(c));
 }
 
 CpuEngine::~CpuEngine() { stop(); }
@@ -155,7 +161,20 @@ CpuEngine::~CpuEngine() { stop(); }
 void CpuEngine::start() {
   if (!workers_.empty()) return;
   stop_.store(false);
-  for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { run(t); });
+  for (int t = 0; t < threads_; ++t) {
+    workers_.emplace_back([this, t] { run(t); });
+    if (cpus_.empty()) continue;
+    const int cpu = cpus_[static_cast<size_t>(t) % cpus_.size()];
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    const int rc = pthread_setaffinity_np(workers_.back().native_handle(), sizeof(set), &set);
+    if (rc != 0) {
+      stop();
+      throw std::runtime_error("softnic: cpu engine thread " + std::to_string(t) + " cannot run on cpu " +
+                               std::to_string(cpu) + ": " + std::strerror(rc));
+    }
+  }
 }
 
 void CpuEngine::stop() {
@@ -166,12 +185,12 @@ void CpuEngine::stop() {
 
 Counters CpuEngine::counters() const {
   Counters sum;
-  for (const auto& c : per_thread_) sum += c;
+  for (const auto& t : per_thread_) sum += t.c;
   return sum;
 }
 
 void CpuEngine::run(int tid) {
-  Counters& ctr = per_thread_[tid];
+  Counters& ctr = per_thread_[tid].c;
   uint32_t idle_rounds = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint32_t n = nic_.num_qps();

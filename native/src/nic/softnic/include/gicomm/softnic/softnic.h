@@ -138,19 +138,28 @@ class SoftNic {
 // Host threads polling doorbells. Thread t serves QPs with index % threads == t.
 class CpuEngine {
  public:
-  CpuEngine(SoftNic& nic, int threads);
+  // `cpus`: where the threads run (thread t pinned to cpus[t % cpus.size()]); empty: unpinned.
+  CpuEngine(SoftNic& nic, int threads, std::vector<int> cpus = {});
   ~CpuEngine();  // stops
+  // Starts the threads; throws std::runtime_error (naming the cpu) when one cannot be pinned.
   void start();
   void stop();
   Counters counters() const;  // sum over threads (read after stop() for exact values)
+  const std::vector<int>& cpus() const { return cpus_; }
 
  private:
+  // Each thread's counters on cache lines of their own: threads updating neighbouring counters
+  // would bounce one line between their cores on every WQE.
+  struct alignas(64) ThreadCounters {
+    Counters c;
+  };
   void run(int tid);
   SoftNic& nic_;
   int threads_;
+  std::vector<int> cpus_;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> workers_;
-  std::vector<Counters> per_thread_;
+  std::vector<ThreadCounters> per_thread_;
 };
 
 }  // namespace gicomm::softnic
