@@ -143,3 +143,44 @@ def test_the_device_summary_flags_a_softnic_rate_without_its_ceiling(tmp_path: P
         )  # fmt: skip
         assert proc.returncode == code, proc.stdout + proc.stderr
         assert text in proc.stdout
+
+
+def test_the_device_summary_sets_the_cpu_engine_ceilings_beside_mini_proxy(tmp_path: Path):
+    # tools/device-ceiling.sh with CEILING_STEPS=cpu: the earlier ceiling (method window, its
+    # median round), the steady one (its best round) and the one the goodput run's hook attached,
+    # beside mini-proxy's goodput; exit 1 when a rate is above its steady ceiling.
+    import sys
+
+    def ceiling(method: str, p50: float, best: float) -> dict:
+        return make_record(
+            experiment="engine_ceiling", transport="softnic", metric="engine_wqe_rate",
+            unit="Mmsg/s", point_id=f"ec-{method}", stats={"n": 5, "p50": p50, "max": best},
+            params={"engine": "cpu", "qps": 2, "threads": 2, "payload": "pointer", "size": 64,
+                    "method": method},
+        )  # fmt: skip
+
+    def goodput(rate: float, hook: float) -> dict:
+        return make_record(
+            experiment="goodput", transport="mini-proxy", metric="msg_rate", unit="Mmsg/s",
+            point_id="gp", stats={"n": 10, "p50": rate}, engine_ceiling=hook,
+            engine_ceiling_shape="pointer 64 B, 2 QPs, 2 engine threads",
+            params={"ctas": 16, "size": 64, "batch": 16},
+        )  # fmt: skip
+
+    old, new = ceiling("window", 14.7, 15.0), ceiling("steady", 60.0, 80.0)
+    cases = (
+        ([old, new, goodput(24.1, 75.0)], 0, "new ceiling >= rate: PASS (1 goodput points"),
+        ([old, new, goodput(24.1, 20.0)], 1, "run 0 64 B: hook 20.00 < rate 24.10"),
+        ([old, ceiling("steady", 10.0, 12.0), goodput(24.1, 75.0)], 1, "new 12.00 < rate 24.10"),
+        ([old, new], 1, "no mini-proxy goodput record on softnic-cpu"),
+    )
+    for i, (records, code, text) in enumerate(cases):
+        path = write_jsonl(tmp_path / f"{i}.jsonl", records)
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "tools/ceiling_summary.py"), str(path)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        assert text in proc.stdout, proc.stdout
+        if code == 0:  # the old ceiling is the median round, the new one the best round
+            assert "14.70     80.00     75.00     24.10" in proc.stdout, proc.stdout

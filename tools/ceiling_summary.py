@@ -46,11 +46,58 @@ def main(path: str) -> int:
         if r["experiment"] == "engine_ceiling" and r.get("status") == "ok":
             print(f"  {r['nic_backend']:17s} {r.get('engine_ceiling_shape', '-'):32s} "
                   f"{r['stats']['p50']:10.2f}  {r.get('sm_clock_mhz') or 0:.0f} MHz")  # fmt: skip
+    below = cpu_engine_compare(records)
     n, bad = len(records), len(failed)
     print(f"\n{n} records, {bad} failed, {missing} softnic rate records lack a ceiling")
     for r in failed:
         print(f"  FAILED {r['experiment']} {r.get('point_id')}: {r.get('error')}")
-    return 1 if failed or missing else 0
+    return 1 if failed or missing or below else 0
+
+
+def cell(v: float | None, width: int = 8) -> str:
+    return f"{v:{width}.2f}" if v is not None else f"{'-':>{width}s}"
+
+
+def cpu_engine_compare(records: list[dict]) -> int:
+    """The cpu engine's earlier ceiling (engine_ceiling method=window: its median round), its
+    steady ceiling (method=steady: its best round) and the ceiling the goodput driver's hook
+    attached, beside mini-proxy's goodput rate, per run and size; prints nothing without
+    steady engine_ceiling records. Returns how many rates exceed their steady ceilings."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    ceil: dict[tuple[str, int, int], float] = {}
+    for r in ok:
+        p = r["params"]
+        if r["experiment"] == "engine_ceiling" and p.get("engine") == "cpu" and "method" in p:
+            stat = "max" if p["method"] == "steady" else "p50"
+            ceil[(p["method"], int(r["run_index"]), int(p["size"]))] = float(r["stats"][stat])
+    if not any(k[0] == "steady" for k in ceil):
+        return 0
+    rates = [r for r in ok if r["experiment"] == "goodput" and r["metric"] == "msg_rate"
+             and r["nic_backend"] == "softnic-cpu"]  # fmt: skip
+    print("\ncpu engine: old vs new ceiling beside mini-proxy's goodput (pointer writes,")
+    print("Mmsg/s; softnic numbers, never a NIC's). old: method window, median of 3;")
+    print("new: method steady, best of 5; hook: what the goodput run's records carry")
+    head = ["old", "new", "hook", "rate", "new/rate", "hook/rate", "old/rate"]
+    print(f"{'run':>3s} {'size':>5s} {'shape':36s} " + " ".join(f"{h:>9s}" for h in head))
+    below: list[str] = []
+    for r in sorted(rates, key=lambda r: (r["run_index"], r["params"]["size"])):
+        run, size, rate = int(r["run_index"]), int(r["params"]["size"]), float(r["stats"]["p50"])
+        old = ceil.get(("window", run, size))
+        new = ceil.get(("steady", run, size))
+        hook = r.get("engine_ceiling")
+        ratios = [v / rate if v is not None and rate > 0 else None for v in (new, hook, old)]
+        cells = [cell(v, 9) for v in (old, new, hook, rate, *ratios)]
+        print(f"{run:3d} {size:5d} {r.get('engine_ceiling_shape', '-'):36s} " + " ".join(cells))
+        for name, v in (("new", new), ("hook", hook)):
+            if v is None or v < rate:
+                below.append(f"run {run} {size} B: {name} {cell(v).strip()} < rate {rate:.2f}")
+    if not rates:
+        below.append("no mini-proxy goodput record on softnic-cpu")
+    if below:
+        print(f"new ceiling >= rate: FAIL ({len(below)}): " + "; ".join(below))
+    else:
+        print(f"new ceiling >= rate: PASS ({len(rates)} goodput points, standalone and hook)")
+    return len(below)
 
 
 if __name__ == "__main__":

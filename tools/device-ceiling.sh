@@ -7,6 +7,18 @@
 #
 #   OUT=/some/dir tools/device-ceiling.sh      (GICOMM_DEVICE_BUILD: the build folder, default build/device)
 #
+# CEILING_STEPS=cpu: only the cpu engine's check, side by side in one run, three times over
+# (run-index 0..2): for pointer writes of 8, 64, 512 and 4096 B at 2 QPs and 2 engine threads,
+# the earlier ceiling (engine_ceiling method=window, the depth and rounds the driver hook used:
+# 4096 WQEs per QP, median of 3), the ceiling as the hook now measures it (method=steady, its
+# depths, best of 5) and mini-proxy's goodput on softnic-cpu (16 CTAs, 2 workers, batch 16), whose
+# records carry the hook's ceiling. Builds gicomm-bench-engine, gicomm-bench-goodput and
+# test_bench_ceiling_cpu only. Expected on one H200: ~60-120 s to build in a fresh folder (less
+# where it exists), then ~30 s of steps (bound: TOTAL_S, default 240 in this mode). summary.txt
+# then ends with "cpu engine: old vs new ceiling beside mini-proxy's goodput", one line per run
+# and size, and "new ceiling >= rate: PASS" (or FAIL, naming the points); CEILING_OUT (default
+# $OUT/ceiling) is where its four files go.
+#
 # Expected on one H200 (16 cores): configure and build of three drivers ~120 s (a fresh build folder),
 # measurements ~70 s (two GPUs: ~120 s); hard bound: every step has its own timeout and no step
 # starts after TOTAL_S (default 540) s.
@@ -22,9 +34,14 @@
 # engine stopped); whether points are model-NIC bound is the finding, not a pass/fail.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-OUT_DIR=${OUT:-$PWD/device-out}/ceiling
+OUT_DIR=${CEILING_OUT:-${OUT:-$PWD/device-out}/ceiling}
 BUILD=${GICOMM_DEVICE_BUILD:-build/device}
-TOTAL_S=${TOTAL_S:-540}
+STEPS_MODE=${CEILING_STEPS:-all}
+case "$STEPS_MODE" in
+  all) TOTAL_S=${TOTAL_S:-540} ;;
+  cpu) TOTAL_S=${TOTAL_S:-240} ;;
+  *) echo "CEILING_STEPS must be all or cpu, not '$STEPS_MODE'" >&2; exit 2 ;;
+esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUT_DIR"
 LOGS=$(mktemp -d)
@@ -36,22 +53,64 @@ START=$(date +%s)
 
 source tools/device-steps.sh  # step NAME LIMIT_S CMD...
 
-# drive NAME DRIVER EXPERIMENT POINTS_FILE [flags]: one driver run over a points file.
+# drive NAME DRIVER EXPERIMENT POINTS_FILE [flags]: one driver run over a points file (RUN_INDEX:
+# its run index, default 0).
 drive() {
   local name=$1 driver=$2 experiment=$3 points=$4
   shift 4
   step "$name" 120 "$BUILD/bin/$driver" --experiment "$experiment" --points "$points" \
     --out "$WORK/$name.jsonl" --campaign device-ceiling --host "$(hostname -s)" --platform local \
-    --provenance-id device --run-index 0 --timeout-ms 2000 "$@"
+    --provenance-id device --run-index "${RUN_INDEX:-0}" --timeout-ms 2000 "$@"
+}
+
+# finish: the records, the summary (its exit status is the script's), the logs.
+finish() {
+  nvidia-smi -q -d CLOCK > "$LOGS/clocks-after.txt" 2>&1
+  cat "$WORK"/*.jsonl > "$OUT_DIR/records.jsonl" 2>/dev/null
+  ${PYTHON:-python3} tools/ceiling_summary.py "$OUT_DIR/records.jsonl" > "$OUT_DIR/summary.txt" 2>&1
+  local rc=$?
+  { echo; echo "steps:"; cat "$STEPS"; } >> "$OUT_DIR/summary.txt"
+  tar -czf "$OUT_DIR/logs.tar.gz" -C "$LOGS" .
+  rm -rf "$LOGS" "$WORK"
+  cat "$OUT_DIR/summary.txt"
+  exit $rc
+}
+
+# The cpu engine: the earlier ceiling, the steady one and mini-proxy's goodput, per run.
+cpu_engine_check() {
+  local run s depth
+  : > "$WORK/cpu-old.points"
+  : > "$WORK/cpu-new.points"
+  : > "$WORK/cpu-gp.points"
+  for s in 8 64 512 4096; do
+    echo "{\"point_id\": \"ec-cpu-window-$s\", \"params\": {\"engine\": \"cpu\", \"qps\": 2, \"threads\": 2, \"depth\": 4096, \"payload\": \"pointer\", \"size\": $s, \"method\": \"window\"}}" >> "$WORK/cpu-old.points"
+    depth=16384
+    [ "$s" -eq 4096 ] && depth=8192  # short_plan: 64 MiB of 4 KiB writes over 2 QPs
+    echo "{\"point_id\": \"ec-cpu-steady-$s\", \"params\": {\"engine\": \"cpu\", \"qps\": 2, \"threads\": 2, \"depth\": $depth, \"payload\": \"pointer\", \"size\": $s, \"method\": \"steady\"}}" >> "$WORK/cpu-new.points"
+    echo "{\"point_id\": \"gp-proxy-$s\", \"transport\": \"mini-proxy\", \"nic_backend\": \"softnic-cpu\", \"params\": {\"ctas\": 16, \"size\": $s, \"batch\": 16}}" >> "$WORK/cpu-gp.points"
+  done
+  for run in 0 1 2; do
+    RUN_INDEX=$run drive "cpu-old-$run" gicomm-bench-engine engine_ceiling "$WORK/cpu-old.points" --warmup 1 --iters 3
+    RUN_INDEX=$run drive "cpu-new-$run" gicomm-bench-engine engine_ceiling "$WORK/cpu-new.points" --warmup 1 --iters 5
+    RUN_INDEX=$run drive "cpu-goodput-$run" gicomm-bench-goodput goodput "$WORK/cpu-gp.points"
+  done
 }
 
 nvidia-smi -q -d CLOCK > "$LOGS/clocks-before.txt" 2>&1
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
 step configure 120 cmake -S native -B "$BUILD" -DGICOMM_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release
+if [ "$STEPS_MODE" = cpu ]; then
+  step build 180 cmake --build "$BUILD" -j "$(nproc)" --target gicomm-bench-engine gicomm-bench-goodput \
+    test_bench_ceiling_cpu
+  step host_test 60 "$BUILD/bin/test_bench_ceiling_cpu"
+  cpu_engine_check
+  finish
+fi
 step build 360 cmake --build "$BUILD" -j "$(nproc)" --target gicomm-bench-engine gicomm-bench-gda \
-  gicomm-bench-goodput test_bench_engine_ceiling
+  gicomm-bench-goodput test_bench_engine_ceiling test_bench_ceiling_cpu
 step host_test 60 "$BUILD/bin/test_bench_engine_ceiling"
+step host_test_cpu 60 "$BUILD/bin/test_bench_ceiling_cpu"
 
 # The placements this machine has: the same-GPU engine always, the peer engine with two GPUs.
 placements="softnic-gpu-same"
@@ -95,14 +154,6 @@ EOF
   done
   drive "goodput-$nb" gicomm-bench-goodput goodput "$WORK/gp-$nb.points"
 done
-# mini-proxy's goodput on the cpu engine (the ceiling of its workers' shape).
-echo '{"point_id": "gp-proxy-4096", "transport": "mini-proxy", "nic_backend": "softnic-cpu", "params": {"ctas": 16, "size": 4096, "batch": 16}}' > "$WORK/gp-proxy.points"
-drive goodput-proxy gicomm-bench-goodput goodput "$WORK/gp-proxy.points"
-
-nvidia-smi -q -d CLOCK > "$LOGS/clocks-after.txt" 2>&1
-cat "$WORK"/*.jsonl > "$OUT_DIR/records.jsonl" 2>/dev/null
-${PYTHON:-python3} tools/ceiling_summary.py "$OUT_DIR/records.jsonl" > "$OUT_DIR/summary.txt" 2>&1
-{ echo; echo "steps:"; cat "$STEPS"; } >> "$OUT_DIR/summary.txt"
-tar -czf "$OUT_DIR/logs.tar.gz" -C "$LOGS" .
-rm -rf "$LOGS" "$WORK"
-cat "$OUT_DIR/summary.txt"
+# mini-proxy's goodput on the cpu engine beside the earlier and the steady ceiling of its shapes.
+cpu_engine_check
+finish
