@@ -128,19 +128,24 @@ def test_one_gpu_measures_the_same_gpu_engine_points():
         assert gpus["softnic-gpu-same"] == 1 and gpus["softnic-gpu"] == 2, (name, gpus)
 
 
+def run_summary(path: Path) -> subprocess.CompletedProcess[str]:
+    """tools/ceiling_summary.py over a records file, as the device script runs it."""
+    import sys
+
+    return subprocess.run(
+        [sys.executable, str(REPO / "tools/ceiling_summary.py"), str(path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
 def test_the_device_summary_flags_a_softnic_rate_without_its_ceiling(tmp_path: Path):
     # tools/ceiling_summary.py, run after the device script: rate beside ceiling, and exit 1 when a
     # softnic rate record came back without one.
-    import sys
-
     near = rate_records(14.0, 20.0, point_id="near")[0]
     bare = rate_records(1.0, None, point_id="bare")[0]
     for records, code, text in (([near], 0, "yes"), ([near, bare], 1, "MISSING")):
         path = write_jsonl(tmp_path / f"{code}.jsonl", records)
-        proc = subprocess.run(
-            [sys.executable, str(REPO / "tools/ceiling_summary.py"), str(path)],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+        proc = run_summary(path)
         assert proc.returncode == code, proc.stdout + proc.stderr
         assert text in proc.stdout
 
@@ -149,8 +154,6 @@ def test_the_device_summary_sets_the_cpu_engine_ceilings_beside_mini_proxy(tmp_p
     # tools/device-ceiling.sh with CEILING_STEPS=cpu: the earlier ceiling (method window, its
     # median round), the steady one (its best round) and the one the goodput run's hook attached,
     # beside mini-proxy's goodput; exit 1 when a rate is above its steady ceiling.
-    import sys
-
     def ceiling(method: str, p50: float, best: float) -> dict:
         return make_record(
             experiment="engine_ceiling", transport="softnic", metric="engine_wqe_rate",
@@ -176,10 +179,7 @@ def test_the_device_summary_sets_the_cpu_engine_ceilings_beside_mini_proxy(tmp_p
     )
     for i, (records, code, text) in enumerate(cases):
         path = write_jsonl(tmp_path / f"{i}.jsonl", records)
-        proc = subprocess.run(
-            [sys.executable, str(REPO / "tools/ceiling_summary.py"), str(path)],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+        proc = run_summary(path)
         assert proc.returncode == code, proc.stdout + proc.stderr
         assert text in proc.stdout, proc.stdout
         if code == 0:  # the old ceiling is the median round, the new one the best round
