@@ -4,10 +4,10 @@
 // Method steady (every driver's hook): the engine threads run where a mini-proxy run puts them
 // (proxy::cpu_engine_cpus, the placement ProxyRig gives its engine) and the thread that writes
 // the WQEs and polls the CQs where the pool's first worker runs; one WQE in plan.signal_every is
-// signaled (a worker's chain); a round's rate is the WQEs completed between a quarter and three
-// quarters of the round over that time, so neither the engine's pickup of the doorbells nor the
-// tail where one QP finishes alone is in it; the ceiling is the best round (interference only
-// ever slows a round). Method window: the measurement before this one (kept to compare with):
+// signaled (a worker's chain); a round's rate is the WQEs the engine executed between a quarter
+// and three quarters of the round (its own count, read at most once a microsecond) over that
+// time, so neither the engine's pickup of the doorbells nor the tail where one QP finishes alone
+// is in it; the ceiling is the best round (interference only ever slows a round). Method window: the measurement before this one (kept to compare with):
 // unpinned, every WQE signaled, doorbell to last CQE, the median round.
 #include <algorithm>
 #include <chrono>
@@ -58,15 +58,10 @@ CeilingSamples measure_cpu(const EngineShape& shape, const CeilingPlan& plan) {
                        ", not " + std::to_string(qps));
   const bool steady = plan.method == CeilingMethod::steady;
   const uint32_t depth = plan.depth, slot = (bytes + 63) / 64 * 64;
-  if (steady && uint64_t(qps) * depth < kSteadyMinWqes)
-    throw PointFailure("bad parameter: engine ceiling: method steady times the middle half of a round, so qps x depth "
-                       "must be at least " + std::to_string(kSteadyMinWqes) + ", not " + std::to_string(qps) + " x " +
-                       std::to_string(depth));
-  // Every QP completes at least 8 signaled WQEs per round, so a quarter of the round is visible.
-  const uint32_t signal_every = steady ? std::max(1u, std::min(plan.signal_every, depth / 8)) : 1;
-  // Steady: a pass over the CQs at most every microsecond, so the polling thread's reads take the
-  // CQE lines from the engine rarely (a pass is then at most ~1 us of a round's middle half).
-  const auto poll_gap = std::chrono::nanoseconds(steady ? 1000 : 0);
+  const uint32_t signal_every = steady ? plan.signal_every : 1;
+  // Steady: the engine's progress read at most once a microsecond, so the polling thread takes
+  // the counters' lines from the engine threads rarely.
+  const auto poll_gap = std::chrono::nanoseconds(1000);
   uint32_t ring = 64;
   while (ring < depth * nbb) ring <<= 1;
   // Destination slots wrap within 64 MiB; each QP's last WQE writes a check slot of its own.
@@ -93,10 +88,14 @@ CeilingSamples measure_cpu(const EngineShape& shape, const CeilingPlan& plan) {
     out.poller_cpu = proxy::worker_cpu(pool, 0);
     // Fewer cpus than engine threads and the polling thread: an engine thread runs only when the
     // scheduler takes the cpu from another, in slices longer than a round, so no round has a
-    // middle to see; such a host times whole rounds (and says so).
-    out.whole_rounds = proxy::allowed_cpus().size() < threads + 1;
+    // middle to see. A round of a few hundred WQEs lasts a few microseconds: its middle is not
+    // seen either. Both time whole rounds, and say so.
+    if (proxy::allowed_cpus().size() < threads + 1)
+      out.whole_rounds = "fewer cpus than engine threads and the polling thread";
+    else if (uint64_t(qps) * depth < kSteadyMinWqes)
+      out.whole_rounds = "rounds of fewer than " + std::to_string(kSteadyMinWqes) + " WQEs";
   }
-  const bool middle = steady && !out.whole_rounds;
+  const bool middle = steady && out.whole_rounds.empty();
   softnic::CpuEngine engine(nic, static_cast<int>(threads), out.engine_cpus);
   engine.start();
   const uint64_t total = uint64_t(qps) * depth;
@@ -104,9 +103,9 @@ CeilingSamples measure_cpu(const EngineShape& shape, const CeilingPlan& plan) {
   const uint64_t lo = middle ? total / 4 : 0, hi = middle ? total - total / 4 : total;
 
   // One round; false when a timed round's middle half was not seen while the engine ran (the
-  // polling thread was off its cpu from before a quarter to after three quarters of the round).
+  // polling thread was off its cpu across a quarter or three quarters of the round).
   auto one_round = [&](bool timed) -> bool {
-    std::vector<uint32_t> base(qps), done(qps, 0);
+    std::vector<uint32_t> base(qps);
     for (uint32_t q = 0; q < qps; ++q) {  // the round's WQEs, written before the clock starts
       base[q] = sqs[q].pi();
       mlx5::WqeImage img;
@@ -129,53 +128,53 @@ CeilingSamples measure_cpu(const EngineShape& shape, const CeilingPlan& plan) {
         sqs[q].push(img, ds);
       }
     }
+    const uint64_t executed_before = engine.executed();  // the engine is idle between rounds
     const auto t0 = Clock::now();
     for (uint32_t q = 0; q < qps; ++q) sqs[q].ring();
     const auto deadline = t0 + std::chrono::milliseconds(plan.timeout_ms);
     Clock::time_point t_lo = t0, t_hi = t0;
-    uint64_t c_lo = 0, c_hi = 0, sum = 0;
-    bool have_lo = lo == 0, have_hi = false;
-    while (!have_hi) {
-      const auto pass_start = Clock::now();
-      sum = 0;
-      for (uint32_t q = 0; q < qps; ++q) {
-        if (done[q] < depth) {
-          const uint32_t tail = __atomic_load_n(&nic.cq(q).buf[0].w[15], __ATOMIC_ACQUIRE);
-          const uint8_t op = mlx5::op_own_opcode(mlx5::tail_op_own(tail));
-          if (op == mlx5::kCqeReqErr) throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": error CQE");
-          // The CQE names the last signaled WQE done; one of an earlier round is out of range.
-          const uint32_t at = (mlx5::tail_wqe_counter(tail) - base[q]) & 0xffffu;
-          if (op == mlx5::kCqeReq && at < depth * nbb) done[q] = at / nbb + 1;
+    uint64_t c_lo = 0, c_hi = total;
+    if (middle) {
+      // Progress is the engine's own count of executed WQEs (one read per engine thread, exact),
+      // taken at most once a microsecond.
+      bool have_lo = false;
+      for (;;) {
+        const auto a = Clock::now();
+        const uint64_t n = engine.executed() - executed_before;
+        const auto b = Clock::now();
+        const auto at = a + (b - a) / 2;
+        if (!have_lo && n >= lo) have_lo = true, t_lo = at, c_lo = n;
+        if (n >= hi) {
+          t_hi = at, c_hi = n;
+          break;
         }
-        sum += done[q];
-      }
-      const auto pass_end = Clock::now();
-      const auto mid = pass_start + (pass_end - pass_start) / 2;  // the pass's counts are of about then
-      if (!have_lo && sum >= lo) have_lo = true, t_lo = mid, c_lo = sum;
-      if (sum >= hi) have_hi = true, t_hi = middle ? mid : pass_end, c_hi = sum;
-      if (out.whole_rounds && !have_hi) std::this_thread::yield();  // an engine thread may share this cpu
-      while (!have_hi && Clock::now() < pass_end + poll_gap) {
-      }
-      if (!have_hi && pass_end > deadline) {
-        uint32_t q = 0;
-        while (done[q] == depth) ++q;
-        throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": " + std::to_string(done[q]) + " of " +
-                           std::to_string(depth) + " WQEs completed within " + std::to_string(plan.timeout_ms) + " ms");
+        if (b > deadline) break;  // the wait below names the QP
+        while (Clock::now() < b + poll_gap) {
+        }
       }
     }
-    // The rest of the round (its last CQEs), so the next round starts on an idle engine.
+    // Every QP's last WQE completed: the round is over (method window and whole rounds: the clock
+    // stops here), and the next one starts on an idle engine.
     for (uint32_t q = 0; q < qps; ++q) {
       const uint16_t last = static_cast<uint16_t>(base[q] + (depth - 1) * nbb);
-      while (mlx5::tail_wqe_counter(__atomic_load_n(&nic.cq(q).buf[0].w[15], __ATOMIC_ACQUIRE)) != last)
+      for (;;) {
+        const uint32_t tail = __atomic_load_n(&nic.cq(q).buf[0].w[15], __ATOMIC_ACQUIRE);
+        const uint8_t op = mlx5::op_own_opcode(mlx5::tail_op_own(tail));
+        if (op == mlx5::kCqeReqErr) throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": error CQE");
+        if (op == mlx5::kCqeReq && mlx5::tail_wqe_counter(tail) == last) break;
         if (Clock::now() > deadline)
-          throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": no CQE for its last WQE within " +
-                             std::to_string(plan.timeout_ms) + " ms");
+          throw PointFailure("engine ceiling: QP " + std::to_string(q) + ": no CQE for WQE " + std::to_string(last) +
+                             " within " + std::to_string(plan.timeout_ms) + " ms (last seen " +
+                             std::to_string(mlx5::tail_wqe_counter(tail)) + ")");
+        if (steady && !middle) std::this_thread::yield();  // an engine thread may share this cpu
+      }
     }
+    if (!middle) t_hi = Clock::now();
     if (!timed) return true;
     const double secs = std::chrono::duration<double>(t_hi - t_lo).count();
     // Steady: both ends of the clock inside the engine's run (some WQEs done, some left), else the
     // time holds an idle stretch or the round's start.
-    if (middle && (c_lo == 0 || c_hi >= total || c_hi <= c_lo || secs <= 0)) return false;
+    if (middle && (c_hi >= total || c_hi <= c_lo || secs <= 0)) return false;
     out.wqe_rate_mps.push_back(double(c_hi - c_lo) / secs / 1e6);
     out.timed.push_back({c_lo, c_hi, total});
     return true;

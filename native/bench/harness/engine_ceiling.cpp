@@ -61,7 +61,7 @@ std::string describe_measurement(const CeilingSamples& s) {
     for (int c : s.engine_cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
     d += cpus.empty() ? ", engine threads unpinned" : ", engine threads on cpus " + cpus;
     d += s.poller_cpu >= 0 ? ", polling on cpu " + std::to_string(s.poller_cpu) : ", polling unpinned";
-    if (s.whole_rounds) d += "; whole rounds timed: fewer cpus than engine threads and the polling thread";
+    if (!s.whole_rounds.empty()) d += "; whole rounds timed: " + s.whole_rounds;
   }
   return d;
 }

@@ -28,8 +28,9 @@ class Run;
 // The largest SQ the softnic creates (WQEBBs): a round's window of one QP fits it.
 constexpr uint32_t kMaxSqWqebbs = 32768;
 
-// The fewest WQEs (qps x depth) of a round whose middle half method steady times.
-constexpr uint64_t kSteadyMinWqes = 256;
+// The fewest WQEs (qps x depth) of a round whose middle half method steady times (smaller
+// rounds are timed whole).
+constexpr uint64_t kSteadyMinWqes = 1024;
 
 // How the cpu engine's rounds are run and timed (harness/ceiling_cpu.cpp); the gpu engine's
 // measurer has one method.
@@ -56,7 +57,7 @@ struct CeilingSamples {
   bool best_round = false;       // the ceiling is the best round (else the median)
   std::vector<int> engine_cpus;  // cpu engine: where its threads ran (empty: unpinned)
   int poller_cpu = -1;           // cpu engine: where the WQEs were written and the CQs polled
-  bool whole_rounds = false;     // cpu engine, steady: too few cpus to time a round's middle
+  std::string whole_rounds;      // cpu engine, steady: why whole rounds were timed ("": the middle)
   // cpu engine, per timed round: the WQEs completed when its clock started and stopped, of all.
   struct Span {
     uint64_t from = 0, to = 0, of = 0;

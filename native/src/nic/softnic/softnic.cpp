@@ -189,6 +189,12 @@ Counters CpuEngine::counters() const {
   return sum;
 }
 
+uint64_t CpuEngine::executed() const {
+  uint64_t n = 0;
+  for (const auto& t : per_thread_) n += __atomic_load_n(&t.c.wqes, __ATOMIC_RELAXED);
+  return n;
+}
+
 void CpuEngine::run(int tid) {
   Counters& ctr = per_thread_[tid].c;
   uint32_t idle_rounds = 0;

@@ -145,6 +145,9 @@ class CpuEngine {
   void start();
   void stop();
   Counters counters() const;  // sum over threads (read after stop() for exact values)
+  // WQEs executed so far, read while the engine runs (each thread's count, loaded relaxed): how a
+  // measurement follows the engine's progress without polling every CQ.
+  uint64_t executed() const;
   const std::vector<int>& cpus() const { return cpus_; }
 
  private:
