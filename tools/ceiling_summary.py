@@ -45,7 +45,8 @@ def main(path: str) -> int:
     for r in records:
         if r["experiment"] == "engine_ceiling" and r.get("status") == "ok":
             print(f"  {r['nic_backend']:17s} {r.get('engine_ceiling_shape', '-'):32s} "
-                  f"{r['stats']['p50']:10.2f}  {r.get('sm_clock_mhz') or 0:.0f} MHz")  # fmt: skip
+                  f"{r['stats']['p50']:10.2f}  {r.get('sm_clock_mhz') or 0:.0f} MHz "
+                  f"{r['params'].get('method', '')}")  # fmt: skip
     below = cpu_engine_compare(records)
     n, bad = len(records), len(failed)
     print(f"\n{n} records, {bad} failed, {missing} softnic rate records lack a ceiling")
