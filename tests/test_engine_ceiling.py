@@ -158,6 +158,7 @@ def test_the_device_summary_sets_the_cpu_engine_ceilings_beside_mini_proxy(tmp_p
         return make_record(
             experiment="engine_ceiling", transport="softnic", metric="engine_wqe_rate",
             unit="Mmsg/s", point_id=f"ec-{method}", stats={"n": 5, "p50": p50, "max": best},
+            engine_ceiling_shape="pointer 64 B, 2 QPs, 2 engine threads",
             params={"engine": "cpu", "qps": 2, "threads": 2, "payload": "pointer", "size": 64,
                     "method": method},
         )  # fmt: skip
@@ -173,7 +174,7 @@ def test_the_device_summary_sets_the_cpu_engine_ceilings_beside_mini_proxy(tmp_p
     old, new = ceiling("window", 14.7, 15.0), ceiling("steady", 60.0, 80.0)
     cases = (
         ([old, new, goodput(24.1, 75.0)], 0, "new ceiling >= rate: PASS (1 goodput points"),
-        ([old, new, goodput(24.1, 20.0)], 1, "run 0 64 B: hook 20.00 < rate 24.10"),
+        ([old, new, goodput(24.1, 20.0)], 1, "2 engine threads: hook 20.00 < rate 24.10"),
         ([old, ceiling("steady", 10.0, 12.0), goodput(24.1, 75.0)], 1, "new 12.00 < rate 24.10"),
         ([old, new], 1, "no mini-proxy goodput record on softnic-cpu"),
     )

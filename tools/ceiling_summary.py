@@ -65,12 +65,13 @@ def cpu_engine_compare(records: list[dict]) -> int:
     attached, beside mini-proxy's goodput rate, per run and size; prints nothing without
     steady engine_ceiling records. Returns how many rates exceed their steady ceilings."""
     ok = [r for r in records if r.get("status") == "ok"]
-    ceil: dict[tuple[str, int, int], float] = {}
+    ceil: dict[tuple[str, int, str], float] = {}  # (method, run, shape) -> ceiling
     for r in ok:
         p = r["params"]
         if r["experiment"] == "engine_ceiling" and p.get("engine") == "cpu" and "method" in p:
             stat = "max" if p["method"] == "steady" else "p50"
-            ceil[(p["method"], int(r["run_index"]), int(p["size"]))] = float(r["stats"][stat])
+            key = (p["method"], int(r["run_index"]), r.get("engine_ceiling_shape", ""))
+            ceil[key] = float(r["stats"][stat])
     if not any(k[0] == "steady" for k in ceil):
         return 0
     rates = [r for r in ok if r["experiment"] == "goodput" and r["metric"] == "msg_rate"
@@ -81,17 +82,19 @@ def cpu_engine_compare(records: list[dict]) -> int:
     head = ["old", "new", "hook", "rate", "new/rate", "hook/rate", "old/rate"]
     print(f"{'run':>3s} {'size':>5s} {'shape':36s} " + " ".join(f"{h:>9s}" for h in head))
     below: list[str] = []
-    for r in sorted(rates, key=lambda r: (r["run_index"], r["params"]["size"])):
+    order = sorted(rates, key=lambda r: (r["run_index"], -r["params"]["ctas"], r["params"]["size"]))
+    for r in order:
         run, size, rate = int(r["run_index"]), int(r["params"]["size"]), float(r["stats"]["p50"])
-        old = ceil.get(("window", run, size))
-        new = ceil.get(("steady", run, size))
+        shape = r.get("engine_ceiling_shape", "-")
+        old = ceil.get(("window", run, shape))
+        new = ceil.get(("steady", run, shape))
         hook = r.get("engine_ceiling")
         ratios = [v / rate if v is not None and rate > 0 else None for v in (new, hook, old)]
         cells = [cell(v, 9) for v in (old, new, hook, rate, *ratios)]
-        print(f"{run:3d} {size:5d} {r.get('engine_ceiling_shape', '-'):36s} " + " ".join(cells))
+        print(f"{run:3d} {size:5d} {shape:36s} " + " ".join(cells))
         for name, v in (("new", new), ("hook", hook)):
             if v is None or v < rate:
-                below.append(f"run {run} {size} B: {name} {cell(v).strip()} < rate {rate:.2f}")
+                below.append(f"run {run} {shape}: {name} {cell(v).strip()} < rate {rate:.2f}")
     if not rates:
         below.append("no mini-proxy goodput record on softnic-cpu")
     if below:

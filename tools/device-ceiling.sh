@@ -8,11 +8,11 @@
 #   OUT=/some/dir tools/device-ceiling.sh      (GICOMM_DEVICE_BUILD: the build folder, default build/device)
 #
 # CEILING_STEPS=cpu: only the cpu engine's check, side by side in one run, three times over
-# (run-index 0..2): for pointer writes of 8, 64, 512 and 4096 B at 2 QPs and 2 engine threads,
-# the earlier ceiling (engine_ceiling method=window, the depth and rounds the driver hook used:
-# 4096 WQEs per QP, median of 3), the ceiling as the hook now measures it (method=steady, its
-# depths, best of 5) and mini-proxy's goodput on softnic-cpu (16 CTAs, 2 workers, batch 16), whose
-# records carry the hook's ceiling. Builds gicomm-bench-engine, gicomm-bench-goodput and
+# (run-index 0..2): for pointer writes of 8, 64, 512 and 4096 B at 2 QPs and 2 engine threads
+# (and 4096 B at 1 QP and 1 thread), the earlier ceiling (engine_ceiling method=window, the depth
+# and rounds the driver hook used: 4096 WQEs per QP, median of 3), the ceiling as the hook now
+# measures it (method=steady, its depths, best of 5) and mini-proxy's goodput on softnic-cpu (16
+# CTAs and 2 workers; 1 and 1; batch 16), whose records carry the hook's ceiling. Builds gicomm-bench-engine, gicomm-bench-goodput and
 # test_bench_ceiling_cpu only. Expected on one H200: ~60-120 s to build in a fresh folder (less
 # where it exists), then ~30 s of steps (bound: TOTAL_S, default 240 in this mode). summary.txt
 # then ends with "cpu engine: old vs new ceiling beside mini-proxy's goodput", one line per run
@@ -78,16 +78,18 @@ finish() {
 
 # The cpu engine: the earlier ceiling, the steady one and mini-proxy's goodput, per run.
 cpu_engine_check() {
-  local run s depth
+  local run p s ctas depth qps
   : > "$WORK/cpu-old.points"
   : > "$WORK/cpu-new.points"
   : > "$WORK/cpu-gp.points"
-  for s in 8 64 512 4096; do
-    echo "{\"point_id\": \"ec-cpu-window-$s\", \"params\": {\"engine\": \"cpu\", \"qps\": 2, \"threads\": 2, \"depth\": 4096, \"payload\": \"pointer\", \"size\": $s, \"method\": \"window\"}}" >> "$WORK/cpu-old.points"
-    depth=16384
-    [ "$s" -eq 4096 ] && depth=8192  # short_plan: 64 MiB of 4 KiB writes over 2 QPs
-    echo "{\"point_id\": \"ec-cpu-steady-$s\", \"params\": {\"engine\": \"cpu\", \"qps\": 2, \"threads\": 2, \"depth\": $depth, \"payload\": \"pointer\", \"size\": $s, \"method\": \"steady\"}}" >> "$WORK/cpu-new.points"
-    echo "{\"point_id\": \"gp-proxy-$s\", \"transport\": \"mini-proxy\", \"nic_backend\": \"softnic-cpu\", \"params\": {\"ctas\": 16, \"size\": $s, \"batch\": 16}}" >> "$WORK/cpu-gp.points"
+  # size, CTAs (2 workers, QPs and engine threads at 16 CTAs; 1 at 1), the steady depth (the
+  # hook's short_plan: 32768 WQEs or 64 MiB per round over the QPs); the earlier hook used 4096.
+  for p in "8 16 16384" "64 16 16384" "512 16 16384" "4096 16 8192" "4096 1 16384"; do
+    set -- $p
+    s=$1 ctas=$2 depth=$3 qps=$((ctas == 1 ? 1 : 2))
+    echo "{\"point_id\": \"ec-cpu-window-$s-$qps\", \"params\": {\"engine\": \"cpu\", \"qps\": $qps, \"threads\": $qps, \"depth\": 4096, \"payload\": \"pointer\", \"size\": $s, \"method\": \"window\"}}" >> "$WORK/cpu-old.points"
+    echo "{\"point_id\": \"ec-cpu-steady-$s-$qps\", \"params\": {\"engine\": \"cpu\", \"qps\": $qps, \"threads\": $qps, \"depth\": $depth, \"payload\": \"pointer\", \"size\": $s, \"method\": \"steady\"}}" >> "$WORK/cpu-new.points"
+    echo "{\"point_id\": \"gp-proxy-$s-$ctas\", \"transport\": \"mini-proxy\", \"nic_backend\": \"softnic-cpu\", \"params\": {\"ctas\": $ctas, \"size\": $s, \"batch\": 16}}" >> "$WORK/cpu-gp.points"
   done
   for run in 0 1 2; do
     RUN_INDEX=$run drive "cpu-old-$run" gicomm-bench-engine engine_ceiling "$WORK/cpu-old.points" --warmup 1 --iters 3
