@@ -1,13 +1,15 @@
 // The software NIC engine's own ceiling for one WQE shape, measured in the run it is used in:
-//  - the measurement (measure_engine_ceiling): every QP's window of signaled RDMA writes of the
-//    shape is written before the clock starts, each QP's doorbell is rung once, and a round lasts
-//    until every QP's CQE names its last WQE; rate = WQEs / round time (Mmsg/s). The cpu engine's
-//    measurer is harness/ceiling_cpu.cpp, the gpu engine's harness/ceiling_gpu.cu (on the peer GPU
-//    for softnic-gpu, on kSameGpuEngineBlocks SMs of GPU 0 for softnic-gpu-same); a driver links
-//    the ones its experiments need and they register themselves.
+//  - the measurement (measure_engine_ceiling): every QP's window of RDMA writes of the shape is
+//    written before the clock starts and each QP's doorbell is rung once. The gpu engine's
+//    measurer (harness/ceiling_gpu.cu: on the peer GPU for softnic-gpu, on kSameGpuEngineBlocks SMs
+//    of GPU 0 for softnic-gpu-same) signals every WQE and times a round until every QP's CQE names
+//    its last WQE, rate = WQEs / round time (Mmsg/s), the ceiling the median round; the cpu
+//    engine's (harness/ceiling_cpu.cpp) places the engine as a mini-proxy run does, times the
+//    middle half of each round and takes the best round (CeilingMethod). A driver links the
+//    measurers its experiments need and they register themselves.
 //  - the runner's hook: before the first point, the ceiling of each distinct shape of the run's
 //    points (harness/engine_shape.h) is measured once, while no transport holds an engine; every
-//    rate record of a softnic point then carries `engine_ceiling` (the median round, Mmsg/s) and
+//    rate record of a softnic point then carries `engine_ceiling` (ceiling_of, Mmsg/s) and
 //    `engine_ceiling_shape`. A shape whose measurement fails leaves its records without the field
 //    (the reason goes to stderr with the first point of that shape), so the report says the
 //    ceiling was not measured.
