@@ -85,12 +85,15 @@ CeilingSamples measure_cpu(const EngineShape& shape, const CeilingPlan& plan) {
   if (steady) {  // a mini-proxy run's placement: the polling thread stands in for its worker 0
     const proxy::PoolConfig pool;  // the pool's placement (ProxyRigSpec: node 0)
     out.engine_cpus = proxy::engine_cpus_beside(pool, threads);
+    const std::vector<int> allowed = proxy::allowed_cpus();
     out.poller_cpu = proxy::worker_cpu(pool, 0);
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), out.poller_cpu) == allowed.end())
+      out.poller_cpu = -1;  // not ours to run on (a cpuset): unpinned, and the driver's line says so
     // Fewer cpus than engine threads and the polling thread: an engine thread runs only when the
     // scheduler takes the cpu from another, in slices longer than a round, so no round has a
     // middle to see. A round of a few hundred WQEs lasts a few microseconds: its middle is not
     // seen either. Both time whole rounds, and say so.
-    if (proxy::allowed_cpus().size() < threads + 1)
+    if (!allowed.empty() && allowed.size() < threads + 1)
       out.whole_rounds = "fewer cpus than engine threads and the polling thread";
     else if (uint64_t(qps) * depth < kSteadyMinWqes)
       out.whole_rounds = "rounds of fewer than " + std::to_string(kSteadyMinWqes) + " WQEs";

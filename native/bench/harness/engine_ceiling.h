@@ -58,7 +58,7 @@ struct CeilingSamples {
   std::optional<double> sm_clock_mhz;
   bool best_round = false;       // the ceiling is the best round (else the median)
   std::vector<int> engine_cpus;  // cpu engine: where its threads ran (empty: unpinned)
-  int poller_cpu = -1;           // cpu engine: where the WQEs were written and the CQs polled
+  int poller_cpu = -1;           // cpu engine: where the WQEs were written and the CQs polled (-1: unpinned)
   std::string whole_rounds;      // cpu engine, steady: why whole rounds were timed ("": the middle)
   // cpu engine, per timed round: the WQEs completed when its clock started and stopped, of all.
   struct Span {
