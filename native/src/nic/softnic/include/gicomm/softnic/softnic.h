@@ -145,8 +145,8 @@ class CpuEngine {
   void start();
   void stop();
   Counters counters() const;  // sum over threads (read after stop() for exact values)
-  // WQEs executed so far, read while the engine runs (each thread's count, loaded relaxed): how a
-  // measurement follows the engine's progress without polling every CQ.
+  // WQEs executed so far, read while the engine runs (each thread publishes its count after every
+  // WQE): how a measurement follows the engine's progress without polling every CQ.
   uint64_t executed() const;
   const std::vector<int>& cpus() const { return cpus_; }
 
@@ -154,7 +154,8 @@ class CpuEngine {
   // Each thread's counters on cache lines of their own: threads updating neighbouring counters
   // would bounce one line between their cores on every WQE.
   struct alignas(64) ThreadCounters {
-    Counters c;
+    Counters c;                          // the thread's own (read by others only after stop())
+    std::atomic<uint64_t> executed{0};   // c.wqes, published for executed()
   };
   void run(int tid);
   SoftNic& nic_;
