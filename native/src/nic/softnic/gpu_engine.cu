@@ -215,12 +215,49 @@ struct WarpCopyIo {
   }
 };
 
-// Moves the payloads of the copy lanes `lanes` (each lane's own `mine`) with the whole warp. Called
-// by all 32 lanes. Payloads of at most one 16-byte block each (the 8-byte writes) are moved by
+// ---- the block's help with its QP's copies -----------------------------------------------------------
+// One warp's bytes in flight bound its QP's copy rate (a round of aligned copies is 8 KiB, one
+// memory round trip). When a block's warp 0 serves one QP and its other warps serve none (at most
+// one QP per block: 16 QPs on the 16 SMs of a same-GPU engine), those warps help it: they wait at a
+// named barrier (no issue slots taken from the QP's warp) until warp 0 posts an epoch of aligned
+// copies longer than one round, then every warp of the block moves its share of the rounds, and a
+// second barrier returns the epoch to warp 0. The barriers order the helpers' payload stores before
+// warp 0's CQE release, as the warp barrier does for its own lanes (service_chunk, 5.).
+struct BlockCopyJob {
+  const CopyDesc* descs;  // warp 0's ws.copies
+  uint32_t nb, total;     // as aligned_round takes them
+  uint32_t stop;          // warp 0 ends: the helpers return
+};
+constexpr uint32_t kJobPosted = 1, kJobDone = 2;  // named barriers (0 is __syncthreads')
+
+__device__ __forceinline__ void block_barrier(uint32_t id) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(blockDim.x) : "memory");
+}
+
+// The block's rounds `first`, `first + step`, ... of an epoch of aligned copies.
+__device__ __forceinline__ void aligned_rounds_of(const CopyDesc* descs, uint32_t nb, uint32_t total, uint32_t first,
+                                                  uint32_t step, uint32_t lane) {
+  WarpCopyIo io;
+  const uint32_t rounds = aligned_rounds(total);
+  for (uint32_t r = first; r < rounds; r += step) aligned_round(io, descs, nb, total, r, lane);
+}
+
+// A helper warp (warp `wib` of the block's `wpb`): every epoch warp 0 posts, until it ends.
+__device__ __noinline__ void help_copies(BlockCopyJob& job, uint32_t wib, uint32_t wpb, uint32_t lane) {
+  for (;;) {
+    block_barrier(kJobPosted);
+    if (job.stop) return;
+    aligned_rounds_of(job.descs, job.nb, job.total, wib, wpb, lane);
+    block_barrier(kJobDone);
+  }
+}
+
+// Moves the payloads of the copy lanes `lanes` (each lane's own `mine`) with the whole warp, and the
+// block's helpers when `job` is not null (see BlockCopyJob). Called by all 32 lanes. Payloads of at most one 16-byte block each (the 8-byte writes) are moved by
 // their own lanes at once; copies of whole aligned blocks, all of one length, by aligned_round
 // (no search for a block's copy, no shifts); otherwise every block of
 // every copy is dealt out to the lanes, kBlocksPerLane in flight per lane.
-__device__ void warp_copy(WarpScratch& ws, uint32_t lanes, const CopyDesc& mine, uint32_t lane) {
+__device__ void warp_copy(WarpScratch& ws, BlockCopyJob* job, uint32_t lanes, const CopyDesc& mine, uint32_t lane) {
   const bool active = ((lanes >> lane) & 1u) != 0;
   const uint32_t blocks = active ? copy_block_count(mine) : 0u;
   WarpCopyIo io;
@@ -238,8 +275,15 @@ __device__ void warp_copy(WarpScratch& ws, uint32_t lanes, const CopyDesc& mine,
     if (active) ws.copies[popcount32(lanes & lanes_below(lane))] = mine;
     __syncwarp();
     const uint32_t nb = len0 / 16, total = popcount32(lanes) * nb;
-    const uint32_t rounds = aligned_rounds(total);
-    for (uint32_t r = 0; r < rounds; ++r) aligned_round(io, ws.copies, nb, total, r, lane);
+    if (job != nullptr && aligned_rounds(total) > 1) {
+      if (lane == 0) *job = BlockCopyJob{ws.copies, nb, total, 0u};
+      block_barrier(kJobPosted);
+      const uint32_t wpb = blockDim.x / kWarpLanes;
+      aligned_rounds_of(ws.copies, nb, total, 0u, wpb, lane);
+      block_barrier(kJobDone);  // the helpers' stores before the CQEs; ws.copies free again
+      return;
+    }
+    aligned_rounds_of(ws.copies, nb, total, 0u, 1u, lane);
     __syncwarp();  // ws.copies is rewritten by the next epoch
     return;
   }
@@ -260,13 +304,13 @@ __device__ void warp_copy(WarpScratch& ws, uint32_t lanes, const CopyDesc& mine,
 // Performs the recorded effects of the pass's WQEs `remaining`: copies together, each atomic after
 // every write before it (put-with-signal: the signal must not overtake the data) and atomics in WQE
 // order (a fetch-add returns the running sum, as a NIC executes a QP's atomics in order). Uniform.
-__device__ void run_effects(WarpScratch& ws, uint32_t remaining, uint32_t copy_lanes, uint32_t atomic_lanes,
+__device__ void run_effects(WarpScratch& ws, BlockCopyJob* job, uint32_t remaining, uint32_t copy_lanes, uint32_t atomic_lanes,
                             const EffectRecorder& rec, uint32_t lane, GpuMem& mem) {
   bool unfenced = false;
   while (remaining != 0) {
     const Epoch e = next_epoch(remaining, copy_lanes, atomic_lanes);
     if (e.copies != 0) {
-      warp_copy(ws, e.copies, rec.move, lane);
+      warp_copy(ws, job, e.copies, rec.move, lane);
       unfenced = true;
     }
     if (e.atomic < kWarpLanes) {
@@ -320,7 +364,7 @@ __device__ __forceinline__ void load_window(const SqDesc& sq, uint32_t ci, uint3
 // One pass over the QP's doorbell window by the whole warp (see warp_plan.h). Returns WQEs executed.
 // `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
 __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
-                                  WarpScratch& ws, WindowPrefetch& pf) {
+                                  WarpScratch& ws, BlockCopyJob* job, WindowPrefetch& pf) {
   const uint32_t lane = threadIdx.x & 31;
   GpuMem mem;
   if (q.error) {
@@ -373,7 +417,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   // 4. The effects.
   const uint32_t copy_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kCopy && rec.move.len != 0);
   const uint32_t atomic_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kFetchAdd);
-  run_effects(ws, pre.starts, copy_lanes, atomic_lanes, rec, lane, mem);
+  run_effects(ws, job, pre.starts, copy_lanes, atomic_lanes, rec, lane, mem);
   // The next window of this doorbell, if any, while the CQEs below wait for their round trip. The
   // WQEs in it were rung before the doorbell this pass serves was read, like the ones read above;
   // a producer reuses none of its slots before their CQEs.
@@ -431,6 +475,14 @@ __global__ void engine_kernel(KernelArgs a) {
   // to L2 on the way to each WQE. A warp that serves exactly one QP keeps it there until it ends;
   // one of several QPs loads the QP's state when its doorbell moved and stores it after.
   const bool own_one = warp < a.num_qps && warp + nwarps >= a.num_qps;
+  // At most one QP per block, and this block's warp 0 has one: its other warps help it copy.
+  const uint32_t wib = threadIdx.x >> 5, wpb = blockDim.x >> 5;
+  const bool helped = wpb > 1 && a.num_qps <= gridDim.x && blockIdx.x < a.num_qps;
+  BlockCopyJob* job = helped ? reinterpret_cast<BlockCopyJob*>(engine_smem + kScratchBytes * wpb) : nullptr;
+  if (helped && wib != 0) {
+    help_copies(*job, wib, wpb, static_cast<uint32_t>(lane));
+    return;  // its counters stay the zeros start() set
+  }
   if (own_one && lane == 0) ws.qp = a.qps[warp];
   __syncwarp();
   Counters ctr;
@@ -471,7 +523,7 @@ __global__ void engine_kernel(KernelArgs a) {
         for (uint32_t guard = 0; idx16_at_or_after(db_index, static_cast<uint16_t>(
                                                                  *reinterpret_cast<volatile uint32_t*>(&q.ci)));
              ++guard) {
-          service_chunk(q, a.tables, db_index, ctr, ws, pf);
+          service_chunk(q, a.tables, db_index, ctr, ws, job, pf);
           if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
         }
       }
@@ -487,6 +539,10 @@ __global__ void engine_kernel(KernelArgs a) {
     }
   }
   __syncwarp();
+  if (helped) {  // release the helpers
+    if (lane == 0) job->stop = 1u;
+    block_barrier(kJobPosted);
+  }
   if (lane == 0) {
     if (own_one) a.qps[warp] = ws.qp;
     a.counters[warp] = ctr;
@@ -598,7 +654,7 @@ void GpuEngine::start() {
     throw std::invalid_argument("gpu engine: warps_per_block " + std::to_string(cfg_.warps_per_block) +
                                 " exceeds what the engine kernel can launch with its registers (" +
                                 std::to_string(fa.maxThreadsPerBlock / 32) + " warps per block)");
-  const size_t smem = kScratchBytes * static_cast<size_t>(cfg_.warps_per_block);
+  const size_t smem = kScratchBytes * static_cast<size_t>(cfg_.warps_per_block) + sizeof(BlockCopyJob);
   check(cudaFuncSetAttribute(engine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
         "cudaFuncSetAttribute(engine shared memory)");
   engine_kernel<<<blocks, 32 * cfg_.warps_per_block, smem, stream>>>(a);
