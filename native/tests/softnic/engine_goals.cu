@@ -21,12 +21,14 @@
 // Placements: softnic-gpu-same (the engine on 16 SMs of GPU 0) always; softnic-gpu (engine on GPU 1)
 // when two GPUs see each other. Every kernel samples clock64 and %globaltimer: each figure carries
 // the SM clock it ran at. Output: one JSON object per line on stdout (and a readable line on
-// stderr). Usage: gicomm-softnic-engine-goals --label NAME [--quick]. Exit 0, 1 (a measurement
+// stderr). Usage: gicomm-softnic-engine-goals --label NAME [--quick] [--engine-warps N] (the gpu
+// engine's warps per block, default softnic::kDefaultWarpsPerBlock; every record names it). Exit 0, 1 (a measurement
 // failed; the others still ran), 77 (no GPU).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -51,13 +53,14 @@ namespace {
   } while (0)
 
 std::string g_label;
+int g_engine_warps = softnic::kDefaultWarpsPerBlock;  // the gpu engine's warps per block (--engine-warps)
 int g_failures = 0;
 
 void emit(const std::string& placement, const std::string& measure, const std::string& shape, double value,
           const char* unit, double mhz, const std::string& extra = "") {
   std::printf("{\"label\": \"%s\", \"placement\": \"%s\", \"measure\": \"%s\", \"shape\": \"%s\", \"value\": %.4f, "
-              "\"unit\": \"%s\", \"sm_clock_mhz\": %.1f%s%s}\n",
-              g_label.c_str(), placement.c_str(), measure.c_str(), shape.c_str(), value, unit, mhz,
+              "\"unit\": \"%s\", \"sm_clock_mhz\": %.1f, \"engine_warps_per_block\": %d%s%s}\n",
+              g_label.c_str(), placement.c_str(), measure.c_str(), shape.c_str(), value, unit, mhz, g_engine_warps,
               extra.empty() ? "" : ", ", extra.c_str());
   std::fflush(stdout);
   std::fprintf(stderr, "[%s] %-16s %-11s %-16s %12.3f %-8s (SM clock %.0f MHz)\n", g_label.c_str(), placement.c_str(),
@@ -91,6 +94,7 @@ struct Placement {
   std::string name;
   int engine_device;
   int engine_blocks;
+  int engine_warps;  // per block
 };
 
 // Where a run is, on stderr at once (a run cut by its deadline still says where it stopped).
@@ -478,6 +482,7 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
   sc.engine = "softnic-gpu";
   sc.engine_device = pl.engine_device;
   sc.engine_blocks = pl.engine_blocks;
+  sc.engine_warps_per_block = pl.engine_warps;
   sc.num_qps = kQps;
   sc.sq_wqebbs = 1024;
   sc.timeout_ms = 5000;
@@ -593,6 +598,7 @@ void run_ceilings(const Placement& pl, const std::vector<Shape>& shapes, uint32_
     c.producer_device = 0;
     c.engine_device = pl.engine_device;
     c.engine_blocks = pl.engine_blocks;
+    c.engine_warps_per_block = pl.engine_warps;
     c.timeout_ms = 10000;
     try {
       const softnic::CeilingResult r = softnic::measure_gpu_engine_ceiling(c);
@@ -609,19 +615,32 @@ void run_ceilings(const Placement& pl, const std::vector<Shape>& shapes, uint32_
 
 int main(int argc, char** argv) {
   bool quick = false;
+  const char* usage = "usage: %s --label NAME [--quick] [--engine-warps 1..32]";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--label" && i + 1 < argc) {
       g_label = argv[++i];
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--engine-warps" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1 || n > 32) {
+        std::fprintf(stderr, usage, argv[0]);
+        std::fprintf(stderr, ": --engine-warps '%s' (allowed: 1..32 warps per block)\n", v.c_str());
+        return 2;
+      }
+      g_engine_warps = static_cast<int>(n);
     } else {
-      std::fprintf(stderr, "usage: %s --label NAME [--quick]; unknown argument '%s'\n", argv[0], a.c_str());
+      std::fprintf(stderr, usage, argv[0]);
+      std::fprintf(stderr, "; unknown argument '%s'\n", a.c_str());
       return 2;
     }
   }
   if (g_label.empty()) {
-    std::fprintf(stderr, "usage: %s --label NAME [--quick]: --label is required\n", argv[0]);
+    std::fprintf(stderr, usage, argv[0]);
+    std::fprintf(stderr, ": --label is required\n");
     return 2;
   }
   int ndev = 0;
@@ -629,8 +648,8 @@ int main(int argc, char** argv) {
     std::printf("SKIP: no GPU visible\n");
     return 77;
   }
-  std::vector<Placement> placements = {{"softnic-gpu-same", 0, 16}};
-  if (ndev >= 2 && softnic::try_enable_peer_access(0, 1)) placements.push_back({"softnic-gpu", 1, 0});
+  std::vector<Placement> placements = {{"softnic-gpu-same", 0, 16, g_engine_warps}};
+  if (ndev >= 2 && softnic::try_enable_peer_access(0, 1)) placements.push_back({"softnic-gpu", 1, 0, g_engine_warps});
   const std::vector<Shape> ceiling_shapes = {{true, 8},     {true, 32},     {true, 64},    {true, 128},
                                              {true, 220},   {false, 8},     {false, 64},   {false, 256},
                                              {false, 1024}, {false, 4096},  {false, 16384}, {false, 65536}};

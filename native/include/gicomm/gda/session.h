@@ -31,6 +31,7 @@
 #include "gicomm/gda/gda.cuh"
 #include "gicomm/gda/hybrid.h"
 #include "gicomm/gda/peer_qp.h"
+#include "gicomm/softnic/gpu_engine.h"
 #include "gicomm/softnic/softnic.h"
 
 namespace gicomm::softnic {
@@ -57,7 +58,7 @@ struct SessionConfig {
   int producer_device = 0;
   int engine_device = 1;        // gpu engine; equal to producer_device: reserved SMs of one GPU
   int engine_blocks = 0;        // gpu engine blocks (0: all SMs of the engine GPU)
-  int engine_warps_per_block = 4;
+  int engine_warps_per_block = softnic::kDefaultWarpsPerBlock;
   int cpu_threads = 2;          // cpu engine threads
   bool hybrid = false;          // a host thread rings the doorbells
   uint32_t signal_every = 1;

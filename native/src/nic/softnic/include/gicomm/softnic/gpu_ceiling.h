@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gicomm/softnic/core.h"
+#include "gicomm/softnic/gpu_engine.h"
 
 namespace gicomm::softnic {
 
@@ -34,7 +35,7 @@ struct CeilingConfig {
   int producer_device = 0;  // queues, payload buffers, the timing kernel
   int engine_device = 1;    // equal to producer_device: reserved SMs of one GPU
   int engine_blocks = 0;    // 0: every SM of the engine GPU (two GPUs only)
-  int engine_warps_per_block = 4;
+  int engine_warps_per_block = kDefaultWarpsPerBlock;
   uint32_t timeout_ms = 5000;          // bound of each round's wait, per QP
   size_t max_dst_bytes = size_t(256) << 20;  // destination space; slots wrap within a round
 };
