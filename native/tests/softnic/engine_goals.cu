@@ -651,8 +651,9 @@ int main(int argc, char** argv) {
   std::vector<Placement> placements = {{"softnic-gpu-same", 0, 16, g_engine_warps}};
   if (ndev >= 2 && softnic::try_enable_peer_access(0, 1)) placements.push_back({"softnic-gpu", 1, 0, g_engine_warps});
   const std::vector<Shape> ceiling_shapes = {{true, 8},     {true, 32},     {true, 64},    {true, 128},
-                                             {true, 220},   {false, 8},     {false, 64},   {false, 256},
-                                             {false, 1024}, {false, 4096},  {false, 16384}, {false, 65536}};
+                                             {true, 220},   {false, 8},     {false, 64},   {false, 92},
+                                             {false, 220},  {false, 256},   {false, 1024}, {false, 4096},
+                                             {false, 16384}, {false, 65536}};
   const std::vector<Shape> rate_shapes = {{true, 8},  {true, 32},  {true, 64},   {true, 128},
                                           {true, 220}, {false, 8}, {false, 256}, {false, 4096}};
   const std::vector<uint32_t> one_op_sizes = {8, 512, 4096};
