@@ -129,6 +129,11 @@ for nb in $placements; do
   for s in 8 512 4096 65536; do
     echo "{\"point_id\": \"ec-$engine-pointer-$s\", \"params\": {\"engine\": \"$engine\", \"qps\": 16, \"depth\": 256, \"payload\": \"pointer\", \"size\": $s}}" >> "$WORK/ec-$nb.points"
   done
+  # 8 B at 528 QPs (the warp-mode rate point's QP count) at the rate hook's depth before (62 a QP)
+  # and now (256), and deeper: how much of a short round is the engine's ramp.
+  for d in 62 256 2048; do
+    echo "{\"point_id\": \"ec-$engine-inline-8-528-$d\", \"params\": {\"engine\": \"$engine\", \"qps\": 528, \"depth\": $d, \"payload\": \"inline\", \"size\": 8}}" >> "$WORK/ec-$nb.points"
+  done
   drive "engine_ceiling-$nb" gicomm-bench-engine engine_ceiling "$WORK/ec-$nb.points"
 
   # Tables 5 and 13 (gda_msg_rate): 8-byte inline writes, one and several QPs.
@@ -137,6 +142,7 @@ for nb in $placements; do
 {"point_id": "mr-$nb-16", "nic_backend": "$nb", "params": {"mode": "thread", "blocks": 16, "threads": 1, "qps": 16, "batch": 16, "wqes": 4000000}}
 {"point_id": "mr-$nb-64", "nic_backend": "$nb", "params": {"mode": "thread", "blocks": 64, "threads": 1, "qps": 64, "batch": 16, "wqes": 4000000}}
 {"point_id": "mr-$nb-warp132", "nic_backend": "$nb", "params": {"mode": "warp", "blocks": 132, "threads": 128, "qps": 132, "batch": 32, "wqes": 8000000}}
+{"point_id": "mr-$nb-warp528", "nic_backend": "$nb", "params": {"mode": "warp", "blocks": 132, "threads": 128, "qps": 528, "batch": 32, "wqes": 8000000}}
 EOF
   drive "gda_msg_rate-$nb" gicomm-bench-gda gda_msg_rate "$WORK/mr-$nb.points"
 

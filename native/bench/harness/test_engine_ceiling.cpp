@@ -96,7 +96,7 @@ void shapes() {
         qp_class(64, NicBackend::softnic_gpu) == 64 && qp_class(100000, NicBackend::softnic_cpu) == 4096);
   CHECK(is_rate_metric("msg_rate") && is_rate_metric("goodput_gbps") && is_rate_metric("bulk_msg_rate") &&
         !is_rate_metric("issue_ns") && !is_rate_metric("engine_wqe_rate"));
-  // The hook's short plan: at most 32768 WQEs and 64 MiB per round.
+  // The hook's short plan: at most 32768 WQEs (the gpu engine: 256 a QP when more) and 64 MiB a round.
   EngineShape big;
   big.inline_payload = false;
   big.bytes = 65536;
@@ -105,6 +105,13 @@ void shapes() {
   EngineShape one;
   one.backend = NicBackend::softnic_gpu;
   CHECK(short_plan(one, 2000).depth == 4096 && short_plan(one, 2000).rounds == 3, "the gpu engine's plan");
+  one.qps = 528;  // many QPs: 256 WQEs each, not 32768 / 528 = 62
+  CHECK(short_plan(one, 2000).depth == 256, "8 B x 528 QPs: depth %u", short_plan(one, 2000).depth);
+  one.inline_payload = false;
+  one.bytes = 4096;  // the payload's 64 MiB bound stays: 16384 / 528 = 31
+  CHECK(short_plan(one, 2000).depth == 31, "4 KiB x 528 QPs: depth %u", short_plan(one, 2000).depth);
+  one = EngineShape{};
+  one.backend = NicBackend::softnic_gpu;
   // The cpu engine's: rounds up to a full SQ (32768 WQEBBs), five timed rounds, method steady.
   EngineShape two = one;
   two.backend = NicBackend::softnic_cpu;
