@@ -224,9 +224,28 @@ struct WarpCopyIo {
 // second barrier returns the epoch to warp 0. The barriers order the helpers' payload stores before
 // warp 0's CQE release, as the warp barrier does for its own lanes (service_chunk, 5.).
 struct BlockCopyJob {
-  const CopyDesc* descs;  // warp 0's ws.copies
+  const CopyDesc* descs;  // warp 0's ws.copies, or a BlockShared::copies buffer
   uint32_t nb, total;     // as aligned_round takes them
   uint32_t stop;          // warp 0 ends: the helpers return
+  uint32_t owner_copies;  // warp 0 moves its share too (else the helpers move every round)
+};
+
+// A pass whose copies the helpers are still moving while warp 0 goes on to the next pass: its
+// CQEs, staged here, are published once those copies are done (flush_pending). So a pass's
+// window, checks and CQEs overlap the previous pass's copies, and the copies stay in WQE order.
+struct PendingPass {
+  mlx5::Cqe64 body[kWarpLanes];  // words 0..14 of each writer's CQE
+  mlx5::Cqe64* dst[kWarpLanes];
+  uint32_t tail[kWarpLanes];
+  uint32_t writers;  // lanes with a CQE
+};
+
+// Shared memory of a helped block, after its warps' scratch.
+struct BlockShared {
+  BlockCopyJob job;
+  CopyDesc copies[2][kWarpLanes];  // the pending pass's and the next one's
+  PendingPass pending;
+  uint32_t next_buf;
 };
 constexpr uint32_t kJobPosted = 1, kJobDone = 2;  // named barriers (0 is __syncthreads')
 
@@ -247,10 +266,53 @@ __device__ __noinline__ void help_copies(BlockCopyJob& job, uint32_t wib, uint32
   for (;;) {
     block_barrier(kJobPosted);
     if (job.stop) return;
-    aligned_rounds_of(job.descs, job.nb, job.total, wib, wpb, lane);
+    if (job.owner_copies)
+      aligned_rounds_of(job.descs, job.nb, job.total, wib, wpb, lane);
+    else
+      aligned_rounds_of(job.descs, job.nb, job.total, wib - 1, wpb - 1, lane);
     block_barrier(kJobDone);
   }
 }
+
+// Publishes the pending pass's CQEs once its copies are done (nothing when none is pending). Called
+// by warp 0's 32 lanes. The barrier makes the helpers' payload stores happen before the writers'
+// system-scope release of each CQE's tail, as in service_chunk, 5.
+// `pending`: a pass is pending (warp 0's, uniform); `unfenced` (see run_effects) clears when a CQE
+// was released.
+__device__ __forceinline__ void flush_pending(BlockShared* bs, uint32_t lane, bool& pending, bool& unfenced) {
+  if (!pending) return;
+  pending = false;
+  block_barrier(kJobDone);
+  PendingPass& p = bs->pending;
+  const bool writer = ((p.writers >> lane) & 1u) != 0;
+  if (writer)
+    for (int i = 0; i < 15; ++i) p.dst[lane]->w[i] = p.body[lane].w[i];
+  __syncwarp();
+  if (writer) order::st_release_sys_u32(&p.dst[lane]->w[15], p.tail[lane]);
+  if (p.writers != 0) unfenced = false;
+  __syncwarp();
+}
+
+// Before the serial path (which may run an atomic): the warp's earlier writes fenced, and the
+// pending pass's CQEs out.
+__device__ void settle_before_serial(BlockShared* bs, uint32_t lane, bool& pending, bool& unfenced) {
+  flush_pending(bs, lane, pending, unfenced);
+  __syncwarp();
+  if (unfenced && lane == 0) order::fence_acq_rel_sys();
+  unfenced = false;
+  __syncwarp();
+}
+
+// complete_wqe's memory for a pending pass: the CQE goes to the pass's staging, not the CQ.
+struct CqeStaged {
+  PendingPass* p;
+  uint32_t lane;
+  __device__ void publish_cqe(mlx5::Cqe64* d, const mlx5::Cqe64& body, uint32_t t) {
+    for (int i = 0; i < 15; ++i) p->body[lane].w[i] = body.w[i];
+    p->dst[lane] = d;
+    p->tail[lane] = t;
+  }
+};
 
 // Moves the payloads of the copy lanes `lanes` (each lane's own `mine`) with the whole warp, and the
 // block's helpers when `job` is not null (see BlockCopyJob). Called by all 32 lanes. Payloads of at most one 16-byte block each (the 8-byte writes) are moved by
@@ -276,7 +338,7 @@ __device__ void warp_copy(WarpScratch& ws, BlockCopyJob* job, uint32_t lanes, co
     __syncwarp();
     const uint32_t nb = len0 / 16, total = popcount32(lanes) * nb;
     if (job != nullptr && aligned_rounds(total) > 1) {
-      if (lane == 0) *job = BlockCopyJob{ws.copies, nb, total, 0u};
+      if (lane == 0) *job = BlockCopyJob{ws.copies, nb, total, 0u, 1u};
       block_barrier(kJobPosted);
       const uint32_t wpb = blockDim.x / kWarpLanes;
       aligned_rounds_of(ws.copies, nb, total, 0u, wpb, lane);
@@ -304,9 +366,10 @@ __device__ void warp_copy(WarpScratch& ws, BlockCopyJob* job, uint32_t lanes, co
 // Performs the recorded effects of the pass's WQEs `remaining`: copies together, each atomic after
 // every write before it (put-with-signal: the signal must not overtake the data) and atomics in WQE
 // order (a fetch-add returns the running sum, as a NIC executes a QP's atomics in order). Uniform.
+// `unfenced`: the warp (or its helpers) wrote since its last system-scope fence or release, in this
+// pass or an earlier one (a put whose pass signaled nothing, then the signal in the next pass).
 __device__ void run_effects(WarpScratch& ws, BlockCopyJob* job, uint32_t remaining, uint32_t copy_lanes, uint32_t atomic_lanes,
-                            const EffectRecorder& rec, uint32_t lane, GpuMem& mem) {
-  bool unfenced = false;
+                            const EffectRecorder& rec, uint32_t lane, GpuMem& mem, bool& unfenced) {
   while (remaining != 0) {
     const Epoch e = next_epoch(remaining, copy_lanes, atomic_lanes);
     if (e.copies != 0) {
@@ -363,12 +426,18 @@ __device__ __forceinline__ void load_window(const SqDesc& sq, uint32_t ci, uint3
 
 // One pass over the QP's doorbell window by the whole warp (see warp_plan.h). Returns WQEs executed.
 // `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
+// `bs`: the helped block's shared state (null: the warp copies alone).
+// `pending`: see flush_pending; `unfenced`: see run_effects (both the warp's, carried from pass to
+// pass).
 __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
-                                  WarpScratch& ws, BlockCopyJob* job, WindowPrefetch& pf) {
+                                  WarpScratch& ws, BlockShared* bs, WindowPrefetch& pf, bool& pending,
+                                  bool& unfenced) {
   const uint32_t lane = threadIdx.x & 31;
+  BlockCopyJob* job = bs != nullptr ? &bs->job : nullptr;
   GpuMem mem;
   if (q.error) {
     // A QP in error flushes every WQE: the serial path, one per pass.
+    settle_before_serial(bs, lane, pending, unfenced);
     if (lane == 0) service_one_wqe(q, tables, mem, ctr);
     __syncwarp();
     return 1;
@@ -409,6 +478,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   const Prefix pre = executable_prefix(plan, __ballot_sync(kFullWarp, good));
   if (pre.starts == 0) {
     // Irregular WQE at the head: the serial path (stale retries, errors).
+    settle_before_serial(bs, lane, pending, unfenced);
     if (lane == 0) service_one_wqe(q, tables, mem, ctr);
     __syncwarp();
     return 1;
@@ -417,7 +487,35 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   // 4. The effects.
   const uint32_t copy_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kCopy && rec.move.len != 0);
   const uint32_t atomic_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kFetchAdd);
-  run_effects(ws, job, pre.starts, copy_lanes, atomic_lanes, rec, lane, mem);
+  // A helped pass of aligned copies only, longer than a round: the helpers move them while this
+  // warp goes on; its CQEs wait, staged, for the next flush_pending (the next pass, or the end of
+  // the doorbell's drain).
+  bool deferred = false;
+  if (bs != nullptr && atomic_lanes == 0 && copy_lanes != 0) {
+    const bool act = ((copy_lanes >> lane) & 1u) != 0;
+    const uint32_t len0 = __shfl_sync(kFullWarp, rec.move.len, lowest_lane(copy_lanes));
+    const uint32_t nb = len0 / 16, total = popcount32(copy_lanes) * nb;
+    // (the size first: small passes skip the vote)
+    if (aligned_rounds(total) > 1 && __all_sync(kFullWarp, !act || (whole_aligned(rec.move) && rec.move.len == len0))) {
+      const uint32_t buf = bs->next_buf;
+      CopyDesc* descs = bs->copies[buf];
+      if (act) descs[popcount32(copy_lanes & lanes_below(lane))] = rec.move;
+      __syncwarp();
+      flush_pending(bs, lane, pending, unfenced);  // the previous pass's copies are done: its CQEs go out
+      if (lane == 0) {
+        bs->job = BlockCopyJob{descs, nb, total, 0u, 0u};
+        bs->next_buf = buf ^ 1u;
+      }
+      block_barrier(kJobPosted);
+      deferred = true;
+      pending = true;
+      unfenced = true;
+    }
+  }
+  if (!deferred) {
+    flush_pending(bs, lane, pending, unfenced);
+    run_effects(ws, job, pre.starts, copy_lanes, atomic_lanes, rec, lane, mem, unfenced);
+  }
   // The next window of this doorbell, if any, while the CQEs below wait for their round trip. The
   // WQEs in it were rung before the doorbell this pass serves was read, like the ones read above;
   // a producer reuses none of its slots before their CQEs.
@@ -437,15 +535,28 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   //    payloads and the bodies.
   const uint32_t signaled = __ballot_sync(kFullWarp, mine && r.signaled);
   const CqeSlot slot = cqe_slot(lane, signaled, q.cq_pi, q.cq.collapsed);
-  CqeBodyFirst cqe;
-  if (slot.write) {
-    QpState local = q;
-    local.cq_pi = slot.cq_pi;
-    Counters unused;
-    complete_wqe(local, static_cast<uint16_t>(ci + lane), r, cqe, unused);
+  if (deferred) {
+    if (slot.write) {
+      QpState local = q;
+      local.cq_pi = slot.cq_pi;
+      Counters unused;
+      CqeStaged staged{&bs->pending, lane};
+      complete_wqe(local, static_cast<uint16_t>(ci + lane), r, staged, unused);
+    }
+    const uint32_t writers = __ballot_sync(kFullWarp, slot.write);
+    if (lane == 0) bs->pending.writers = writers;
+  } else {
+    CqeBodyFirst cqe;
+    if (slot.write) {
+      QpState local = q;
+      local.cq_pi = slot.cq_pi;
+      Counters unused;
+      complete_wqe(local, static_cast<uint16_t>(ci + lane), r, cqe, unused);
+    }
+    __syncwarp();
+    if (slot.write) order::st_release_sys_u32(&cqe.dst->w[15], cqe.tail);
+    if (signaled != 0) unfenced = false;
   }
-  __syncwarp();
-  if (slot.write) order::st_release_sys_u32(&cqe.dst->w[15], cqe.tail);
   unsigned long long bytes = mine ? r.byte_cnt : 0;
   for (int off = 16; off > 0; off >>= 1) bytes += __shfl_down_sync(kFullWarp, bytes, off);
   const uint32_t nsig = popcount32(signaled), nwqes = popcount32(pre.starts);
@@ -478,14 +589,17 @@ __global__ void engine_kernel(KernelArgs a) {
   // At most one QP per block, and this block's warp 0 has one: its other warps help it copy.
   const uint32_t wib = threadIdx.x >> 5, wpb = blockDim.x >> 5;
   const bool helped = wpb > 1 && a.num_qps <= gridDim.x && blockIdx.x < a.num_qps;
-  BlockCopyJob* job = helped ? reinterpret_cast<BlockCopyJob*>(engine_smem + kScratchBytes * wpb) : nullptr;
+  BlockShared* bs = helped ? reinterpret_cast<BlockShared*>(engine_smem + kScratchBytes * wpb) : nullptr;
   if (helped && wib != 0) {
-    help_copies(*job, wib, wpb, static_cast<uint32_t>(lane));
+    help_copies(bs->job, wib, wpb, static_cast<uint32_t>(lane));
     return;  // its counters stay the zeros start() set
   }
+  if (helped && lane == 0) bs->next_buf = 0u;
   if (own_one && lane == 0) ws.qp = a.qps[warp];
   __syncwarp();
   Counters ctr;
+  bool unfenced = false;  // see run_effects
+  bool pending = false;   // see flush_pending
   const unsigned long long started = order::globaltimer_ns();
   uint32_t idle = 0;
   for (uint32_t iter = 0;; ++iter) {
@@ -523,9 +637,10 @@ __global__ void engine_kernel(KernelArgs a) {
         for (uint32_t guard = 0; idx16_at_or_after(db_index, static_cast<uint16_t>(
                                                                  *reinterpret_cast<volatile uint32_t*>(&q.ci)));
              ++guard) {
-          service_chunk(q, a.tables, db_index, ctr, ws, job, pf);
+          service_chunk(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
           if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
         }
+        flush_pending(bs, static_cast<uint32_t>(lane), pending, unfenced);  // the drain's last CQEs
       }
       __syncwarp();
       if (!own_one && lane == 0) g = q;
@@ -539,8 +654,8 @@ __global__ void engine_kernel(KernelArgs a) {
     }
   }
   __syncwarp();
-  if (helped) {  // release the helpers
-    if (lane == 0) job->stop = 1u;
+  if (helped) {  // release the helpers (no pass is pending: every drain ends with its flush)
+    if (lane == 0) bs->job.stop = 1u;
     block_barrier(kJobPosted);
   }
   if (lane == 0) {
@@ -654,7 +769,7 @@ void GpuEngine::start() {
     throw std::invalid_argument("gpu engine: warps_per_block " + std::to_string(cfg_.warps_per_block) +
                                 " exceeds what the engine kernel can launch with its registers (" +
                                 std::to_string(fa.maxThreadsPerBlock / 32) + " warps per block)");
-  const size_t smem = kScratchBytes * static_cast<size_t>(cfg_.warps_per_block) + sizeof(BlockCopyJob);
+  const size_t smem = kScratchBytes * static_cast<size_t>(cfg_.warps_per_block) + sizeof(BlockShared);
   check(cudaFuncSetAttribute(engine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
         "cudaFuncSetAttribute(engine shared memory)");
   engine_kernel<<<blocks, 32 * cfg_.warps_per_block, smem, stream>>>(a);
