@@ -4,6 +4,8 @@
 # same-GPU engine (softnic-gpu-same; with two GPUs also the peer engine, softnic-gpu), and mini-gda's
 # message rate, inline-payload rate and goodput on it, each rate record with the ceiling of its own
 # shape measured at the start of its driver run; summary.txt sets each rate beside its ceiling.
+# Also 8 B inline at 528 QPs at 62, 256 and 2048 WQEs a QP (how much of a short round is the
+# engine's ramp) and mini-gda's warp-mode rate at 528 QPs.
 #
 #   OUT=/some/dir tools/device-ceiling.sh      (GICOMM_DEVICE_BUILD: the build folder, default build/device)
 #
