@@ -12,7 +12,9 @@
 //             it, and nothing written by them.
 //   ordering  put-with-signal: 4 KiB and 64 KiB writes each followed by a fetch-add on a flag, while
 //             an observer kernel on GPU 0 waits for each flag value and then reads the data: the
-//             signal never overtakes its data.
+//             signal never overtakes its data. Also 32 unsignaled 4 KiB writes (a whole pass of
+//             32 WQEBBs) rung with their signal, so the signal runs in the pass after its data and
+//             that pass releases no CQE before it.
 //   beside    (the engine on the producer's GPU) a kernel that calls printf and has a stack frame,
 //             first launched while the engine runs, runs then (mini-gda's kernels are such; the
 //             driver commits the printf FIFO at the first one, waiting for the context to be idle,
@@ -319,18 +321,23 @@ __global__ void observer_kernel(const uint64_t* flag, const uint8_t* dst, uint32
   if (threadIdx.x == 0) result[1] = timeouts;
 }
 
-static void check_signal_ordering(const Placement& pl, uint32_t bytes) {
-  const std::string tag = std::string(pl.name) + "/signal-" + std::to_string(bytes);
-  const uint32_t rounds = bytes >= 65536 ? 48 : 200;
+// `puts`: writes of `bytes` per signal. 1: several rounds (write, signal) per doorbell. 32: a round
+// fills a whole pass (32 one-WQEBB writes) and is rung with its signal alone, so the signal is the
+// first WQE of the next pass, after a pass with no CQE to release.
+static void check_signal_ordering(const Placement& pl, uint32_t bytes, uint32_t puts = 1) {
+  const std::string tag =
+      std::string(pl.name) + "/signal-" + std::to_string(bytes) + (puts > 1 ? "-after-a-pass" : "");
+  const uint32_t rounds = puts > 1 ? 64 : bytes >= 65536 ? 48 : 200;
+  const uint32_t round_bytes = puts * bytes;
   sn::SoftNic nic;
-  Buffer src(size_t(rounds) * bytes, 0), dst(size_t(rounds) * bytes, 0), flag(64, 0), old(64, 0);
+  Buffer src(size_t(rounds) * round_bytes, 0), dst(size_t(rounds) * round_bytes, 0), flag(64, 0), old(64, 0);
   const auto smr = nic.register_mr(src.dev, src.want.size(), 0);
   const auto dmr = nic.register_mr(dst.dev, dst.want.size(), sn::kAccessRemoteWrite);
   const auto fmr = nic.register_mr(flag.dev, 64, sn::kAccessRemoteAtomic);
   const auto omr = nic.register_mr(old.dev, 64, sn::kAccessLocalWrite);
   MirroredQp q(nic, nic.create_qp(queues_for(pl, 1024)));
   CUDA(cudaSetDevice(0));
-  fill_rounds_kernel<<<64, 256>>>(src.dev, rounds, bytes);
+  fill_rounds_kernel<<<64, 256>>>(src.dev, rounds, round_bytes);
   CUDA(cudaDeviceSynchronize());  // before any engine runs
   unsigned long long* d_result = nullptr;
   CUDA(cudaMalloc(&d_result, 16));
@@ -344,20 +351,23 @@ static void check_signal_ordering(const Placement& pl, uint32_t bytes) {
   CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA(cudaStreamCreateWithFlags(&obs, cudaStreamNonBlocking));
   engine.start();
-  observer_kernel<<<1, 32, 0, obs>>>(reinterpret_cast<const uint64_t*>(flag.dev), dst.dev, rounds, bytes,
+  observer_kernel<<<1, 32, 0, obs>>>(reinterpret_cast<const uint64_t*>(flag.dev), dst.dev, rounds, round_bytes,
                                      10000000000ull, d_result);
   CUDA(cudaGetLastError());
   // Round r: the data, a small inline write beside it, then the signal, several rounds per doorbell.
   uint32_t in_flight = 0, rung = 0;
   for (uint32_t r = 0; r < rounds; ++r) {
     m::WqeImage img;
-    uint32_t ds = m::build_rdma_write(img, q.sq.header(false), dmr.addr + size_t(r) * bytes, dmr.rkey,
-                                      smr.addr + size_t(r) * bytes, smr.lkey, bytes);
-    q.push(img, ds);
+    uint32_t ds = 0;
+    for (uint32_t k = 0; k < puts; ++k) {
+      const size_t at = size_t(r) * round_bytes + size_t(k) * bytes;
+      ds = m::build_rdma_write(img, q.sq.header(false), dmr.addr + at, dmr.rkey, smr.addr + at, smr.lkey, bytes);
+      q.push(img, ds);
+    }
     ds = m::build_atomic_fetch_add(img, q.sq.header(true), fmr.addr, fmr.rkey, 1, omr.addr, omr.lkey);
     q.push(img, ds);
     ++in_flight;
-    if (in_flight == 8 || r + 1 == rounds) {
+    if (puts > 1 || in_flight == 8 || r + 1 == rounds) {
       q.ring(s);
       q.take_cqes(in_flight, s, tag);  // keeps the ring from overrunning
       rung += in_flight;
@@ -374,7 +384,7 @@ static void check_signal_ordering(const Placement& pl, uint32_t bytes) {
   cudaFree(d_result);
   CUDA(cudaStreamDestroy(s));
   CUDA(cudaStreamDestroy(obs));
-  std::printf("%-28s %u rounds of %u B + signal: %s\n", tag.c_str(), rung, bytes,
+  std::printf("%-28s %u rounds of %u x %u B + signal: %s\n", tag.c_str(), rung, puts, bytes,
               result[0] == 0 && result[1] == 0 ? "ok" : "FAILED");
 }
 
@@ -455,6 +465,7 @@ int main() {
     check_sizes(pl, rng);
     check_signal_ordering(pl, 4096);
     check_signal_ordering(pl, 65536);
+    check_signal_ordering(pl, 4096, 32);
   }
   if (placements.size() < 2) std::printf("note: one GPU: the peer-GPU placement (softnic-gpu) was not checked\n");
   if (gicomm::test::failures().load()) {
