@@ -30,6 +30,11 @@ class HostCounterPublisher : public CompletionPublisher {
   std::vector<RingView> rings_;
 };
 
+// Worker `w`'s cpu among its node's (non-empty) cpus: the pool's workers take them from first_cpu on.
+int nth_worker_cpu(const std::vector<int>& node_cpus, const PoolConfig& cfg, uint32_t w) {
+  return node_cpus[(cfg.first_cpu + w) % node_cpus.size()];
+}
+
 }  // namespace
 
 struct WorkerPool::Worker {
@@ -91,7 +96,7 @@ std::unique_ptr<WorkerPool> WorkerPool::create(const PoolConfig& cfg,
   for (uint32_t w = 0; w < cfg.workers; ++w) {
     auto worker = std::make_unique<Worker>();
     worker->index = w;
-    if (!node_cpus.empty()) worker->cpu = worker_cpu(cfg, w);
+    if (!node_cpus.empty()) worker->cpu = nth_worker_cpu(node_cpus, cfg, w);
     for (uint32_t r = w; r < rings.size(); r += cfg.workers) worker->rings.push_back(r);
     std::string err;
     worker->channel = backend.open(w, &err);
@@ -108,8 +113,8 @@ std::unique_ptr<WorkerPool> WorkerPool::create(const PoolConfig& cfg,
 
 int worker_cpu(const PoolConfig& cfg, uint32_t w) {
   std::vector<int> node_cpus;
-  if (cfg.numa_node < 0 || !numa_node_cpus(cfg.numa_node, &node_cpus, nullptr)) return -1;
-  return node_cpus[(cfg.first_cpu + w) % node_cpus.size()];
+  if (cfg.numa_node < 0 || !numa_node_cpus(cfg.numa_node, &node_cpus, nullptr) || node_cpus.empty()) return -1;
+  return nth_worker_cpu(node_cpus, cfg, w);
 }
 
 std::vector<int> engine_cpus_beside(const PoolConfig& cfg, unsigned threads) {
