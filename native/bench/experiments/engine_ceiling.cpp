@@ -7,7 +7,6 @@
 // clock starts; then each QP's doorbell is rung once for its whole window and the time until every
 // QP's CQE names its last WQE is the round's time. --warmup untimed rounds (the gpu engine: one),
 // then --iters timed rounds: metric engine_wqe_rate (Mmsg/s), one sample per timed round.
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -44,8 +43,7 @@ std::vector<Record> engine_ceiling(Run& run) {
                        " has one method (steady)");
   const CeilingSamples s = measure_engine_ceiling(shape, plan);
   Record rec = Record::ok("engine_wqe_rate", "Mmsg/s", compute_stats(s.wqe_rate_mps));
-  std::fprintf(stderr, "[gicomm] engine ceiling %s, %s: %.2f Mmsg/s (%s)\n", name_of(shape.backend),
-               shape.text().c_str(), ceiling_of(s), describe_measurement(s).c_str());
+  say_ceiling(shape, ceiling_of(s), describe_measurement(s));
   rec.nic_backend = name_of(shape.backend);
   rec.sm_clock_mhz = s.sm_clock_mhz;
   rec.engine_ceiling_shape = shape.text();

@@ -66,6 +66,11 @@ std::string describe_measurement(const CeilingSamples& s) {
   return d;
 }
 
+void say_ceiling(const EngineShape& shape, double mps, const std::string& how) {
+  std::fprintf(stderr, "[gicomm] engine ceiling %s, %s: %.2f Mmsg/s (%s)\n", name_of(shape.backend),
+               shape.text().c_str(), mps, how.c_str());
+}
+
 uint32_t wqebbs_per_wqe(const EngineShape& shape) {
   if (!shape.inline_payload || shape.bytes == 8) return 1;
   return mlx5::wqebbs_of_ds(2 + mlx5::inline_seg_ds(shape.bytes));
@@ -132,8 +137,7 @@ void attach_engine_ceiling(const Run& run, std::vector<Record>& records) {
   if (!m.said) {
     m.said = true;
     if (m.mps)
-      std::fprintf(stderr, "[gicomm] engine ceiling %s, %s: %.2f Mmsg/s (%s)\n", name_of(shape->backend),
-                   shape->text().c_str(), *m.mps, m.how.c_str());
+      say_ceiling(*shape, *m.mps, m.how);
     else
       std::fprintf(stderr, "[gicomm] engine ceiling %s, %s not measured: %s\n", name_of(shape->backend),
                    shape->text().c_str(), m.error.c_str());

@@ -72,6 +72,9 @@ double ceiling_of(const CeilingSamples& s);
 // "best of 5 rounds, engine threads on cpus 15,14, polling on cpu 0" (or "median of 3 rounds"):
 // how a measurement was made, for the driver's stderr line.
 std::string describe_measurement(const CeilingSamples& s);
+// The driver's stderr line for a measured ceiling: "[gicomm] engine ceiling <backend>, <shape>:
+// <mps> Mmsg/s (<how>)".
+void say_ceiling(const EngineShape& shape, double mps, const std::string& how);
 // WQEBBs of one WQE of `shape` (1 for pointer and 8-byte inline writes, up to 4 for 220 B inline).
 uint32_t wqebbs_per_wqe(const EngineShape& shape);
 // Refuses a plan no measurer can run (PointFailure "bad parameter: ..." naming the field and its
