@@ -22,8 +22,8 @@
 // when two GPUs see each other. Every kernel samples clock64 and %globaltimer: each figure carries
 // the SM clock it ran at. Output: one JSON object per line on stdout (and a readable line on
 // stderr). Usage: gicomm-softnic-engine-goals --label NAME [--quick] [--engine-warps N] (the gpu
-// engine's warps per block, default softnic::kDefaultWarpsPerBlock; every record names it). Exit 0, 1 (a measurement
-// failed; the others still ran), 77 (no GPU).
+// engine's warps per block, default softnic::kDefaultWarpsPerBlock; every record names it). Exit
+// 0, 1 (a measurement failed; the others still ran), 77 (no GPU).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -94,7 +94,6 @@ struct Placement {
   std::string name;
   int engine_device;
   int engine_blocks;
-  int engine_warps;  // per block
 };
 
 // Where a run is, on stderr at once (a run cut by its deadline still says where it stopped).
@@ -482,7 +481,7 @@ void run_gda(const Placement& pl, const std::vector<Shape>& rate_shapes, const s
   sc.engine = "softnic-gpu";
   sc.engine_device = pl.engine_device;
   sc.engine_blocks = pl.engine_blocks;
-  sc.engine_warps_per_block = pl.engine_warps;
+  sc.engine_warps_per_block = g_engine_warps;
   sc.num_qps = kQps;
   sc.sq_wqebbs = 1024;
   sc.timeout_ms = 5000;
@@ -598,7 +597,7 @@ void run_ceilings(const Placement& pl, const std::vector<Shape>& shapes, uint32_
     c.producer_device = 0;
     c.engine_device = pl.engine_device;
     c.engine_blocks = pl.engine_blocks;
-    c.engine_warps_per_block = pl.engine_warps;
+    c.engine_warps_per_block = g_engine_warps;
     c.timeout_ms = 10000;
     try {
       const softnic::CeilingResult r = softnic::measure_gpu_engine_ceiling(c);
@@ -648,8 +647,8 @@ int main(int argc, char** argv) {
     std::printf("SKIP: no GPU visible\n");
     return 77;
   }
-  std::vector<Placement> placements = {{"softnic-gpu-same", 0, 16, g_engine_warps}};
-  if (ndev >= 2 && softnic::try_enable_peer_access(0, 1)) placements.push_back({"softnic-gpu", 1, 0, g_engine_warps});
+  std::vector<Placement> placements = {{"softnic-gpu-same", 0, 16}};
+  if (ndev >= 2 && softnic::try_enable_peer_access(0, 1)) placements.push_back({"softnic-gpu", 1, 0});
   const std::vector<Shape> ceiling_shapes = {{true, 8},     {true, 32},     {true, 64},    {true, 128},
                                              {true, 220},   {false, 8},     {false, 64},   {false, 92},
                                              {false, 220},  {false, 256},   {false, 1024}, {false, 4096},
