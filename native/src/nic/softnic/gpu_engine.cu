@@ -231,8 +231,10 @@ struct BlockCopyJob {
 };
 
 // A pass whose copies the helpers are still moving while warp 0 goes on to the next pass: its
-// CQEs, staged here, are published once those copies are done (flush_pending). So a pass's
-// window, checks and CQEs overlap the previous pass's copies, and the copies stay in WQE order.
+// CQEs, staged here, are published once those copies are done (publish_pending): after the next
+// pass's copies were posted, when that pass is deferred too. So a pass's window and checks overlap
+// the previous pass's copies, the CQEs' release overlaps the next pass's copies, and the copies stay
+// in WQE order.
 struct PendingPass {
   mlx5::Cqe64 body[kWarpLanes];  // words 0..14 of each writer's CQE
   mlx5::Cqe64* dst[kWarpLanes];
@@ -274,15 +276,21 @@ __device__ __noinline__ void help_copies(BlockCopyJob& job, uint32_t wib, uint32
   }
 }
 
-// Publishes the pending pass's CQEs once its copies are done (nothing when none is pending). Called
-// by warp 0's 32 lanes. The barrier makes the helpers' payload stores happen before the writers'
-// system-scope release of each CQE's tail, as in service_chunk, 5.
-// `pending`: a pass is pending (warp 0's, uniform); `unfenced` (see run_effects) clears when a CQE
-// was released.
-__device__ __forceinline__ void flush_pending(BlockShared* bs, uint32_t lane, bool& pending, bool& unfenced) {
-  if (!pending) return;
+// The pending pass (when one is: `pending`, warp 0's, uniform): waiting for its copies, and
+// publishing its CQEs, apart, so that warp 0 can post the next pass's copies between the two (the
+// helpers need not wait for the CQEs' system-scope release). Called by warp 0's 32 lanes.
+// Returns whether a pass was pending; its copies are done.
+__device__ __forceinline__ bool await_pending_copies(bool& pending) {
+  if (!pending) return false;
   pending = false;
   block_barrier(kJobDone);
+  return true;
+}
+
+// The pending pass's CQEs, after await_pending_copies: the barrier made the helpers' payload stores
+// happen before the writers' system-scope release of each CQE's tail, as in service_chunk, 5.
+// `unfenced` (see run_effects) clears when a CQE was released.
+__device__ __forceinline__ void publish_pending(BlockShared* bs, uint32_t lane, bool& unfenced) {
   PendingPass& p = bs->pending;
   const bool writer = ((p.writers >> lane) & 1u) != 0;
   if (writer)
@@ -291,6 +299,11 @@ __device__ __forceinline__ void flush_pending(BlockShared* bs, uint32_t lane, bo
   if (writer) order::st_release_sys_u32(&p.dst[lane]->w[15], p.tail[lane]);
   if (p.writers != 0) unfenced = false;
   __syncwarp();
+}
+
+// Both (nothing when no pass is pending).
+__device__ __forceinline__ void flush_pending(BlockShared* bs, uint32_t lane, bool& pending, bool& unfenced) {
+  if (await_pending_copies(pending)) publish_pending(bs, lane, unfenced);
 }
 
 // Before the serial path (which may run an atomic): the warp's earlier writes fenced, and the
@@ -501,12 +514,14 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
       CopyDesc* descs = bs->copies[buf];
       if (act) descs[popcount32(copy_lanes & lanes_below(lane))] = rec.move;
       __syncwarp();
-      flush_pending(bs, lane, pending, unfenced);  // the previous pass's copies are done: its CQEs go out
+      // The previous pass's copies done, this pass's posted, and only then the previous pass's CQEs.
+      const bool had_pending = await_pending_copies(pending);
       if (lane == 0) {
         bs->job = BlockCopyJob{descs, nb, total, 0u, 0u};
         bs->next_buf = buf ^ 1u;
       }
       block_barrier(kJobPosted);
+      if (had_pending) publish_pending(bs, lane, unfenced);
       deferred = true;
       pending = true;
       unfenced = true;
