@@ -46,13 +46,14 @@ SETUP = REPO / "tests" / "slurm" / "setup.sh"
 TEARDOWN = REPO / "tests" / "slurm" / "teardown.sh"
 # The CPU-runnable part of the default campaign (config/config.yaml): its experiments with a point
 # that needs no GPU, NIC, CUDA build, second node or clock locking, with their reduced sweeps, one
-# independent run per point, a host-only native build, and no archived campaigns beside it (those
-# are not run, only reported).
+# independent run per point, a host-only native build of just their drivers (every target would
+# double the build: the tests and tools the pipeline never runs), and no archived campaigns beside
+# it (those are not run, only reported).
 E2E_CONFIG = """\
 campaign: e2e
 sweep: reduced
 runs: 1
-native: {{cuda: 'off', build_jobs: 2}}
+native: {{cuda: 'off', build_jobs: 2, targets: {targets}}}
 report: {{archived: []}}
 experiments: {experiments}
 """
@@ -112,8 +113,9 @@ def slurm_cluster() -> Iterator[str]:
     )
 
 
-def cpu_runnable_experiments() -> list[str]:
-    """Experiments of the default campaign with at least one point a CPU-only machine can run."""
+def cpu_runnable_experiments() -> dict[str, str]:
+    """Experiments of the default campaign with at least one point a CPU-only machine can run, and
+    the driver (a CMake target) of each."""
     from gicomm.config import load_campaign_file
 
     def cpu_only(needs: dict[str, Any]) -> bool:
@@ -127,11 +129,11 @@ def cpu_runnable_experiments() -> list[str]:
         )
 
     campaign = load_campaign_file(REPO / "config" / "config.yaml", sweep="reduced")
-    return sorted(
-        name
-        for name, e in campaign.experiments.items()
+    return {
+        name: e.driver
+        for name, e in sorted(campaign.experiments.items())
         if any(cpu_only(e.needs_of(p)) for p in e.points("reduced"))
-    )
+    }
 
 
 def copy_tree(dst: Path) -> Path:
@@ -149,8 +151,12 @@ def copy_tree(dst: Path) -> Path:
             out.symlink_to(os.readlink(src))
         else:
             shutil.copy2(src, out)
-    experiments = cpu_runnable_experiments() or "all"
-    (dst / "e2e.yaml").write_text(E2E_CONFIG.format(experiments=json.dumps(experiments)))
+    drivers = cpu_runnable_experiments()
+    experiments = sorted(drivers) or "all"
+    targets = sorted(set(drivers.values()))  # none: every target
+    (dst / "e2e.yaml").write_text(
+        E2E_CONFIG.format(experiments=json.dumps(experiments), targets=json.dumps(targets))
+    )
     return dst
 
 
@@ -252,7 +258,7 @@ def test_job_on_a_node_without_the_declared_hardware_fails_early(
         partition=None, cpu_partition=None, constraint=None, gpu_resource="none", gpu_type=None,
         exclusive=False, cpus_per_task=1, mem_mb=1000, cpu_mem_mb=1000,
     )  # fmt: skip
-    experiment = (cpu_runnable_experiments() or ["engine_ceiling"])[0]
+    experiment = (sorted(cpu_runnable_experiments()) or ["engine_ceiling"])[0]
     config = {
         **platform,
         "campaign": "wrongnode",
