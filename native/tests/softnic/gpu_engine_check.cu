@@ -295,9 +295,11 @@ __global__ void fill_rounds_kernel(uint8_t* src, uint32_t rounds, uint32_t bytes
        i += size_t(gridDim.x) * blockDim.x)
     src[i] = pattern_byte(static_cast<uint32_t>(i / bytes), static_cast<uint32_t>(i % bytes));
 }
-// One warp: for each round, wait (bounded) until the flag counts it, then read that round's data.
-__global__ void observer_kernel(const uint64_t* flag, const uint8_t* dst, uint32_t rounds, uint32_t bytes,
-                                unsigned long long timeout_ns, unsigned long long* result) {
+// One warp: for each round, wait (bounded) until the flag counts it, then read that round's data: a
+// round of `round_bytes` holds writes of `bytes` every `stride` bytes (the gaps are never written).
+__global__ void observer_kernel(const uint64_t* flag, const uint8_t* dst, uint32_t rounds, uint32_t round_bytes,
+                                uint32_t stride, uint32_t bytes, unsigned long long timeout_ns,
+                                unsigned long long* result) {
   unsigned long long bad = 0, timeouts = 0;
   for (uint32_t r = 0; r < rounds; ++r) {
     const unsigned long long t0 = gicomm::order::globaltimer_ns();
@@ -312,8 +314,9 @@ __global__ void observer_kernel(const uint64_t* flag, const uint8_t* dst, uint32
       ++timeouts;
       break;
     }
-    for (uint32_t i = threadIdx.x; i < bytes; i += blockDim.x) {
-      const uint8_t b = *reinterpret_cast<const volatile uint8_t*>(dst + size_t(r) * bytes + i);
+    for (uint32_t i = threadIdx.x; i < round_bytes; i += blockDim.x) {
+      if (i % stride >= bytes) continue;
+      const uint8_t b = *reinterpret_cast<const volatile uint8_t*>(dst + size_t(r) * round_bytes + i);
       bad += b != pattern_byte(r, i);
     }
   }
@@ -321,14 +324,16 @@ __global__ void observer_kernel(const uint64_t* flag, const uint8_t* dst, uint32
   if (threadIdx.x == 0) result[1] = timeouts;
 }
 
-// `puts`: writes of `bytes` per signal. 1: several rounds (write, signal) per doorbell. 32: a round
-// fills a whole pass (32 one-WQEBB writes) and is rung with its signal alone, so the signal is the
-// first WQE of the next pass, after a pass with no CQE to release.
+// `puts`: writes of `bytes` per signal, every one from and to a 16-byte boundary (a length that is
+// not whole 16-byte blocks leaves a partial last block: the aligned road's tail). 1: several rounds
+// (write, signal) per doorbell. 32: a round fills a whole pass (32 one-WQEBB writes) and is rung
+// with its signal alone, so the signal is the first WQE of the next pass, after a pass with no CQE
+// to release.
 static void check_signal_ordering(const Placement& pl, uint32_t bytes, uint32_t puts = 1) {
   const std::string tag =
       std::string(pl.name) + "/signal-" + std::to_string(bytes) + (puts > 1 ? "-after-a-pass" : "");
   const uint32_t rounds = puts > 1 ? 64 : bytes >= 65536 ? 48 : 200;
-  const uint32_t round_bytes = puts * bytes;
+  const uint32_t stride = (bytes + 15) / 16 * 16, round_bytes = puts * stride;
   sn::SoftNic nic;
   Buffer src(size_t(rounds) * round_bytes, 0), dst(size_t(rounds) * round_bytes, 0), flag(64, 0), old(64, 0);
   const auto smr = nic.register_mr(src.dev, src.want.size(), 0);
@@ -352,7 +357,7 @@ static void check_signal_ordering(const Placement& pl, uint32_t bytes, uint32_t 
   CUDA(cudaStreamCreateWithFlags(&obs, cudaStreamNonBlocking));
   engine.start();
   observer_kernel<<<1, 32, 0, obs>>>(reinterpret_cast<const uint64_t*>(flag.dev), dst.dev, rounds, round_bytes,
-                                     10000000000ull, d_result);
+                                     stride, bytes, 10000000000ull, d_result);
   CUDA(cudaGetLastError());
   // Round r: the data, a small inline write beside it, then the signal, several rounds per doorbell.
   uint32_t in_flight = 0, rung = 0;
@@ -360,7 +365,7 @@ static void check_signal_ordering(const Placement& pl, uint32_t bytes, uint32_t 
     m::WqeImage img;
     uint32_t ds = 0;
     for (uint32_t k = 0; k < puts; ++k) {
-      const size_t at = size_t(r) * round_bytes + size_t(k) * bytes;
+      const size_t at = size_t(r) * round_bytes + size_t(k) * stride;
       ds = m::build_rdma_write(img, q.sq.header(false), dmr.addr + at, dmr.rkey, smr.addr + at, smr.lkey, bytes);
       q.push(img, ds);
     }
@@ -466,6 +471,10 @@ int main() {
     check_signal_ordering(pl, 4096);
     check_signal_ordering(pl, 65536);
     check_signal_ordering(pl, 4096, 32);
+    // Aligned copies with a tail: one round a pass (220 B), several, handed to the helpers (1000 B).
+    check_signal_ordering(pl, 220);
+    check_signal_ordering(pl, 220, 32);
+    check_signal_ordering(pl, 1000, 32);
   }
   if (placements.size() < 2) std::printf("note: one GPU: the peer-GPU placement (softnic-gpu) was not checked\n");
   if (gicomm::test::failures().load()) {

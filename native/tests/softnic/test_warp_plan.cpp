@@ -233,8 +233,8 @@ struct HostMem {
 };
 
 struct PassStats {
-  uint64_t passes = 0, serial = 0, shared_copies = 0, aligned_copies = 0, own_copies = 0, multi_wqebb = 0,
-           atomic_epochs = 0;
+  uint64_t passes = 0, serial = 0, shared_copies = 0, aligned_copies = 0, aligned_tails = 0, own_copies = 0,
+           multi_wqebb = 0, atomic_epochs = 0;
 };
 
 // warp_copy: payloads of at most one block each by their own lanes; whole aligned blocks of one
@@ -256,19 +256,24 @@ static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo
       });
     return;
   }
-  // Whole aligned blocks, one length for every copy: the compacted copies, blocks by arithmetic.
+  // Aligned copies of one length: the compacted copies' whole blocks by arithmetic, the tails by
+  // their own lanes.
   uint32_t len0 = 0, n = 0;
   bool aligned = true;
   sn::CopyDesc packed[kWarpLanes];
   for (uint32_t l = 0; l < kWarpLanes; ++l) {
     if (((lanes >> l) & 1u) == 0) continue;
     if (n == 0) len0 = rec[l].move.len;
-    aligned = aligned && sn::whole_aligned(rec[l].move) && rec[l].move.len == len0;
+    aligned = aligned && sn::aligned_start(rec[l].move) && rec[l].move.len == len0;
     packed[n++] = rec[l].move;
   }
   if (aligned) {
     ++st.aligned_copies;
+    if (len0 % 16 != 0) ++st.aligned_tails;
     const uint32_t nb = len0 / 16, total = n * nb;
+    for (uint32_t l = 0; l < kWarpLanes; ++l)
+      if ((lanes >> l) & 1u)
+        sn::copy_blocks<1>(io, [&](int, sn::BlockPlan* p) { return sn::aligned_tail(rec[l].move, nb, p); });
     for (uint32_t r = 0; r < sn::aligned_rounds(total); ++r)
       for (uint32_t l = 0; l < kWarpLanes; ++l) sn::aligned_round(io, packed, nb, total, r, l);
     return;
@@ -435,10 +440,11 @@ static void check_passes_match_serial(std::mt19937& rng) {
       const bool inject_error = rng() % 10 == 0, inject_stale = !inject_error && rng() % 12 == 0;
       // Some batches hold only writes of at most one 16-byte block (the 8-byte puts): lanes copy their own.
       const bool small = rng() % 3 == 0;
-      // Some hold pointer writes of one length of whole aligned blocks (a sweep's pointer puts), with
-      // an atomic now and then: epochs of aligned copies.
+      // Some hold pointer writes of one length from and to 16-byte boundaries (a sweep's pointer
+      // puts), half of them ending in a partial block, with an atomic now and then: epochs of
+      // aligned copies.
       const bool aligned = !small && rng() % 4 == 0;
-      const uint32_t aligned_len = 16 * (1 + rng() % (rng() % 2 ? 16 : 300));
+      const uint32_t aligned_len = 16 * (1 + rng() % (rng() % 2 ? 16 : 300)) + (rng() % 2 ? rng() % 16 : 0);
       const uint32_t bad_at = rng() % n;
       for (uint32_t i = 0; i < n && used + 4 <= budget; ++i) {
         m::WqeImage img;
@@ -542,19 +548,21 @@ static void check_passes_match_serial(std::mt19937& rng) {
       if (gicomm::test::failures().load() > 20) return;
     }
   }
-  CHECK(st.shared_copies > 100 && st.aligned_copies > 100 && st.own_copies > 100 && st.multi_wqebb > 100 &&
-            st.atomic_epochs > 100 && st.serial > 50 && rounds_with_error > 10 && stale_rounds > 10,
-        "coverage: %llu shared copies, %llu aligned, %llu own-lane copies, %llu multi-WQEBB passes, %llu atomics, "
-        "%llu serial passes, %llu error rounds, %llu stale rounds",
-        (unsigned long long)st.shared_copies, (unsigned long long)st.aligned_copies, (unsigned long long)st.own_copies,
-        (unsigned long long)st.multi_wqebb,
+  CHECK(st.shared_copies > 100 && st.aligned_copies > 100 && st.aligned_tails > 50 && st.own_copies > 100 &&
+            st.multi_wqebb > 100 && st.atomic_epochs > 100 && st.serial > 50 && rounds_with_error > 10 &&
+            stale_rounds > 10,
+        "coverage: %llu shared copies, %llu aligned (%llu with tails), %llu own-lane copies, %llu multi-WQEBB passes, "
+        "%llu atomics, %llu serial passes, %llu error rounds, %llu stale rounds",
+        (unsigned long long)st.shared_copies, (unsigned long long)st.aligned_copies,
+        (unsigned long long)st.aligned_tails, (unsigned long long)st.own_copies, (unsigned long long)st.multi_wqebb,
         (unsigned long long)st.atomic_epochs, (unsigned long long)st.serial, (unsigned long long)rounds_with_error,
         (unsigned long long)stale_rounds);
-  std::printf("warp passes == serial path: %llu passes (%llu serial), %llu shared, %llu aligned and %llu own-lane "
-              "copy epochs, %llu passes with multi-WQEBB WQEs, %llu atomics, %llu batches with an error, %llu with a "
-              "stale ctrl\n",
+  std::printf("warp passes == serial path: %llu passes (%llu serial), %llu shared, %llu aligned (%llu with tails) and "
+              "%llu own-lane copy epochs, %llu passes with multi-WQEBB WQEs, %llu atomics, %llu batches with an error, "
+              "%llu with a stale ctrl\n",
               (unsigned long long)st.passes, (unsigned long long)st.serial, (unsigned long long)st.shared_copies,
-              (unsigned long long)st.aligned_copies, (unsigned long long)st.own_copies, (unsigned long long)st.multi_wqebb,
+              (unsigned long long)st.aligned_copies, (unsigned long long)st.aligned_tails,
+              (unsigned long long)st.own_copies, (unsigned long long)st.multi_wqebb,
               (unsigned long long)st.atomic_epochs, (unsigned long long)rounds_with_error,
               (unsigned long long)stale_rounds);
 }

@@ -327,11 +327,42 @@ struct CqeStaged {
   }
 };
 
+// The aligned road of an epoch (warp_plan.h, aligned_start): its copies' whole blocks per copy, all
+// of them, and whether the copies end in a partial block; nb == 0 when the epoch cannot take it, or
+// has fewer than `min_rounds` rounds (asked first: small epochs skip the vote). On it, every copy
+// lane writes its copy into `descs`, compacted in lane order. Called by all 32 lanes.
+struct AlignedEpoch {
+  uint32_t nb, total;
+  bool tails;
+};
+__device__ __forceinline__ AlignedEpoch aligned_epoch(uint32_t lanes, const CopyDesc& mine, uint32_t lane,
+                                                      uint32_t min_rounds, CopyDesc* descs) {
+  const bool active = ((lanes >> lane) & 1u) != 0;
+  const uint32_t len0 = __shfl_sync(kFullWarp, mine.len, lowest_lane(lanes));
+  const uint32_t nb = len0 / 16, total = popcount32(lanes) * nb;
+  if (nb == 0 || aligned_rounds(total) < min_rounds ||
+      !__all_sync(kFullWarp, !active || (aligned_start(mine) && mine.len == len0)))
+    return AlignedEpoch{0u, 0u, false};
+  if (active) descs[popcount32(lanes & lanes_below(lane))] = mine;
+  __syncwarp();
+  return AlignedEpoch{nb, total, (len0 & 15) != 0};
+}
+
+// Each copy lane of an aligned epoch moves its own copy's tail (uniform: nothing for whole blocks).
+__device__ __forceinline__ void aligned_tails(uint32_t lanes, const CopyDesc& mine, const AlignedEpoch& ae,
+                                              uint32_t lane) {
+  if (!ae.tails) return;
+  const bool active = ((lanes >> lane) & 1u) != 0;
+  WarpCopyIo io;
+  copy_blocks<1>(io, [&](int, BlockPlan* p) { return active && aligned_tail(mine, ae.nb, p); });
+}
+
 // Moves the payloads of the copy lanes `lanes` (each lane's own `mine`) with the whole warp, and the
-// block's helpers when `job` is not null (see BlockCopyJob). Called by all 32 lanes. Payloads of at most one 16-byte block each (the 8-byte writes) are moved by
-// their own lanes at once; copies of whole aligned blocks, all of one length, by aligned_round
-// (no search for a block's copy, no shifts); otherwise every block of
-// every copy is dealt out to the lanes, kBlocksPerLane in flight per lane.
+// block's helpers when `job` is not null (see BlockCopyJob). Called by all 32 lanes. Payloads of at
+// most one 16-byte block each (the 8-byte writes) are moved by their own lanes at once; aligned
+// copies of one length by aligned_round (no search for a block's copy, no shifts) and their tails
+// by their own lanes; otherwise every block of every copy is dealt out to the lanes,
+// kBlocksPerLane in flight per lane.
 __device__ void warp_copy(WarpScratch& ws, BlockCopyJob* job, uint32_t lanes, const CopyDesc& mine, uint32_t lane) {
   const bool active = ((lanes >> lane) & 1u) != 0;
   const uint32_t blocks = active ? copy_block_count(mine) : 0u;
@@ -344,21 +375,19 @@ __device__ void warp_copy(WarpScratch& ws, BlockCopyJob* job, uint32_t lanes, co
     });
     return;
   }
-  // Whole aligned blocks, one length for every copy: the blocks by arithmetic (aligned_round).
-  const uint32_t len0 = __shfl_sync(kFullWarp, mine.len, lowest_lane(lanes));
-  if (__all_sync(kFullWarp, !active || (whole_aligned(mine) && mine.len == len0))) {
-    if (active) ws.copies[popcount32(lanes & lanes_below(lane))] = mine;
-    __syncwarp();
-    const uint32_t nb = len0 / 16, total = popcount32(lanes) * nb;
-    if (job != nullptr && aligned_rounds(total) > 1) {
-      if (lane == 0) *job = BlockCopyJob{ws.copies, nb, total, 0u, 1u};
+  // The aligned road: the whole blocks by arithmetic (aligned_round), the tails by their lanes.
+  const AlignedEpoch ae = aligned_epoch(lanes, mine, lane, 1u, ws.copies);
+  if (ae.nb != 0) {
+    aligned_tails(lanes, mine, ae, lane);
+    if (job != nullptr && aligned_rounds(ae.total) > 1) {
+      if (lane == 0) *job = BlockCopyJob{ws.copies, ae.nb, ae.total, 0u, 1u};
       block_barrier(kJobPosted);
       const uint32_t wpb = blockDim.x / kWarpLanes;
-      aligned_rounds_of(ws.copies, nb, total, 0u, wpb, lane);
+      aligned_rounds_of(ws.copies, ae.nb, ae.total, 0u, wpb, lane);
       block_barrier(kJobDone);  // the helpers' stores before the CQEs; ws.copies free again
       return;
     }
-    aligned_rounds_of(ws.copies, nb, total, 0u, 1u, lane);
+    aligned_rounds_of(ws.copies, ae.nb, ae.total, 0u, 1u, lane);
     __syncwarp();  // ws.copies is rewritten by the next epoch
     return;
   }
@@ -505,22 +534,18 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   // the doorbell's drain).
   bool deferred = false;
   if (bs != nullptr && atomic_lanes == 0 && copy_lanes != 0) {
-    const bool act = ((copy_lanes >> lane) & 1u) != 0;
-    const uint32_t len0 = __shfl_sync(kFullWarp, rec.move.len, lowest_lane(copy_lanes));
-    const uint32_t nb = len0 / 16, total = popcount32(copy_lanes) * nb;
-    // (the size first: small passes skip the vote)
-    if (aligned_rounds(total) > 1 && __all_sync(kFullWarp, !act || (whole_aligned(rec.move) && rec.move.len == len0))) {
-      const uint32_t buf = bs->next_buf;
-      CopyDesc* descs = bs->copies[buf];
-      if (act) descs[popcount32(copy_lanes & lanes_below(lane))] = rec.move;
-      __syncwarp();
+    const uint32_t buf = bs->next_buf;
+    CopyDesc* descs = bs->copies[buf];
+    const AlignedEpoch ae = aligned_epoch(copy_lanes, rec.move, lane, 2u, descs);
+    if (ae.nb != 0) {
       // The previous pass's copies done, this pass's posted, and only then the previous pass's CQEs.
       const bool had_pending = await_pending_copies(pending);
       if (lane == 0) {
-        bs->job = BlockCopyJob{descs, nb, total, 0u, 0u};
+        bs->job = BlockCopyJob{descs, ae.nb, ae.total, 0u, 0u};
         bs->next_buf = buf ^ 1u;
       }
       block_barrier(kJobPosted);
+      aligned_tails(copy_lanes, rec.move, ae, lane);  // before the CQEs: the kJobDone barrier orders them too
       if (had_pending) publish_pending(bs, lane, unfenced);
       deferred = true;
       pending = true;

@@ -323,16 +323,24 @@ struct EffectRecorder {
   }
 };
 
-// ---- the aligned copies: pointer payloads of whole 16-byte blocks ----------------------------------
-// An epoch whose copies all move whole aligned blocks (source, destination and length multiples of
-// 16, the source in global memory) of one length, as a sweep's pointer writes of 16 B..64 KiB do:
-// unit u of the copies laid end to end is block u % nb of copy u / nb, found by arithmetic instead
-// of owner_of_block's search, and moved as it was loaded (no compose_block). Lengths that end in a
-// partial block take the general road: a partial-block store in this unrolled loop raised the
-// engine kernel to 255 registers and halved the 4 KiB copy rate on the H200 (18.6 against 36.9
-// MWQE/s measured side by side), even in an instantiation of its own.
-GICOMM_HD bool whole_aligned(const CopyDesc& d) {
-  return d.len != 0 && d.src_global != 0 && ((d.dst | d.src | d.len) & 15) == 0;
+// ---- the aligned copies: pointer payloads that start on 16-byte boundaries ------------------------
+// An epoch whose copies all start on 16-byte boundaries (source and destination, the source in
+// global memory) and have one length of at least one block, as a sweep's pointer writes do: its
+// whole blocks laid end to end, unit u is block u % nb of copy u / nb, found by arithmetic instead
+// of owner_of_block's search, and moved as it was loaded (no compose_block); a length that ends in
+// a partial block leaves that block, its tail, to the copy's own lane (aligned_tail). Not in the
+// unrolled round: a partial-block store there raised the engine kernel to 255 registers and halved
+// the 4 KiB copy rate on the H200 (18.6 against 36.9 MWQE/s measured side by side), even in an
+// instantiation of its own.
+GICOMM_HD bool aligned_start(const CopyDesc& d) {
+  return d.len >= 16 && d.src_global != 0 && ((d.dst | d.src) & 15) == 0;
+}
+
+// The tail of an aligned copy of `nb` whole blocks: block nb, the last len % 16 bytes (false: none).
+GICOMM_HD bool aligned_tail(const CopyDesc& d, uint32_t nb, BlockPlan* p) {
+  if ((d.len & 15) == 0) return false;
+  *p = plan_copy_block(d, nb);
+  return true;
 }
 
 // Blocks each lane moves per round of aligned copies: 32 lanes x 16 x 16 B = 8 KiB per round trip
