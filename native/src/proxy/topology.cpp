@@ -1,6 +1,8 @@
 // CPU topology and core clocks from sysfs/procfs (see gicomm/proxy/topology.h).
 #include "gicomm/proxy/topology.h"
 
+#include "gicomm/common/affinity.h"
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -136,10 +138,7 @@ CpuFreq read_cpu_mhz(int cpu, const std::string& sysfs_root, const std::string& 
 }
 
 bool pin_this_thread(int cpu, std::string* error) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  const int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  const int rc = pin_thread(pthread_self(), cpu);
   if (rc != 0) {
     if (error) *error = "cannot pin to cpu " + std::to_string(cpu) + ": " + std::strerror(rc);
     return false;

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "gicomm/common/affinity.h"
 #include "gicomm/mlx5/doorbell.h"
 
 namespace gicomm::softnic {
@@ -167,10 +168,7 @@ void CpuEngine::start() {
     workers_.emplace_back([this, t] { run(t); });
     if (cpus_.empty()) continue;
     const int cpu = cpus_[static_cast<size_t>(t) % cpus_.size()];
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    const int rc = pthread_setaffinity_np(workers_.back().native_handle(), sizeof(set), &set);
+    const int rc = pin_thread(workers_.back().native_handle(), cpu);
     if (rc != 0) {
       stop();
       throw std::runtime_error("softnic: cpu engine thread " + std::to_string(t) + " cannot run on cpu " +
