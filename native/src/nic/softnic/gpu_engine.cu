@@ -268,10 +268,8 @@ __device__ __noinline__ void help_copies(BlockCopyJob& job, uint32_t wib, uint32
   for (;;) {
     block_barrier(kJobPosted);
     if (job.stop) return;
-    if (job.owner_copies)
-      aligned_rounds_of(job.descs, job.nb, job.total, wib, wpb, lane);
-    else
-      aligned_rounds_of(job.descs, job.nb, job.total, wib - 1, wpb - 1, lane);
+    const uint32_t skip = job.owner_copies ? 0u : 1u;  // warp 0 copies its share too, or none
+    aligned_rounds_of(job.descs, job.nb, job.total, wib - skip, wpb - skip, lane);
     block_barrier(kJobDone);
   }
 }
