@@ -1,8 +1,6 @@
 // CPU topology and core clocks from sysfs/procfs (see gicomm/proxy/topology.h).
 #include "gicomm/proxy/topology.h"
 
-#include "gicomm/common/affinity.h"
-
 #include <pthread.h>
 #include <sched.h>
 
@@ -12,6 +10,8 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include "gicomm/common/affinity.h"
 
 namespace gicomm {
 namespace proxy {
