@@ -14,7 +14,8 @@
 //             an observer kernel on GPU 0 waits for each flag value and then reads the data: the
 //             signal never overtakes its data. Also 32 unsignaled 4 KiB writes (a whole pass of
 //             32 WQEBBs) rung with their signal, so the signal runs in the pass after its data and
-//             that pass releases no CQE before it.
+//             that pass releases no CQE before it; and writes of 220 and 1000 B, which end in a
+//             partial 16-byte block (the aligned road's tail).
 //   beside    (the engine on the producer's GPU) a kernel that calls printf and has a stack frame,
 //             first launched while the engine runs, runs then (mini-gda's kernels are such; the
 //             driver commits the printf FIFO at the first one, waiting for the context to be idle,
@@ -359,7 +360,8 @@ static void check_signal_ordering(const Placement& pl, uint32_t bytes, uint32_t 
   observer_kernel<<<1, 32, 0, obs>>>(reinterpret_cast<const uint64_t*>(flag.dev), dst.dev, rounds, round_bytes,
                                      stride, bytes, 10000000000ull, d_result);
   CUDA(cudaGetLastError());
-  // Round r: the data, a small inline write beside it, then the signal, several rounds per doorbell.
+  // Round r: its `puts` writes, then the signal; several rounds per doorbell, or one a doorbell when
+  // a round fills a pass.
   uint32_t in_flight = 0, rung = 0;
   for (uint32_t r = 0; r < rounds; ++r) {
     m::WqeImage img;

@@ -467,7 +467,7 @@ __device__ __forceinline__ void load_window(const SqDesc& sq, uint32_t ci, uint3
 // One pass over the QP's doorbell window by the whole warp (see warp_plan.h). Returns WQEs executed.
 // `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
 // `bs`: the helped block's shared state (null: the warp copies alone).
-// `pending`: see flush_pending; `unfenced`: see run_effects (both the warp's, carried from pass to
+// `pending`: see await_pending_copies; `unfenced`: see run_effects (both the warp's, carried from pass to
 // pass).
 __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
                                   WarpScratch& ws, BlockShared* bs, WindowPrefetch& pf, bool& pending,
@@ -528,8 +528,9 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   const uint32_t copy_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kCopy && rec.move.len != 0);
   const uint32_t atomic_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kFetchAdd);
   // A helped pass of aligned copies only, longer than a round: the helpers move them while this
-  // warp goes on; its CQEs wait, staged, for the next flush_pending (the next pass, or the end of
-  // the doorbell's drain).
+  // warp goes on; its CQEs wait, staged, until those copies are done: publish_pending once the next
+  // pass has posted its own copies, or flush_pending (a pass that is not deferred, the serial path,
+  // the end of the doorbell's drain).
   bool deferred = false;
   if (bs != nullptr && atomic_lanes == 0 && copy_lanes != 0) {
     const uint32_t buf = bs->next_buf;
@@ -637,7 +638,7 @@ __global__ void engine_kernel(KernelArgs a) {
   __syncwarp();
   Counters ctr;
   bool unfenced = false;  // see run_effects
-  bool pending = false;   // see flush_pending
+  bool pending = false;   // see await_pending_copies
   const unsigned long long started = order::globaltimer_ns();
   uint32_t idle = 0;
   for (uint32_t iter = 0;; ++iter) {
