@@ -464,6 +464,17 @@ __device__ __forceinline__ void load_window(const SqDesc& sq, uint32_t ci, uint3
   }
 }
 
+// A writer lane's CQE of a pass, at its own slot, into `sink` (the CQ, body first, or the pending
+// pass's staging). The pass's CQEs and counters are counted once, by lane 0 (service_chunk, 5.).
+template <class Sink>
+__device__ __forceinline__ void complete_in_slot(const QpState& q, const CqeSlot& slot, uint16_t wqe_index,
+                                                 const ExecResult& r, Sink& sink) {
+  QpState local = q;
+  local.cq_pi = slot.cq_pi;
+  Counters unused;
+  complete_wqe(local, wqe_index, r, sink, unused);
+}
+
 // One pass over the QP's doorbell window by the whole warp (see warp_plan.h). Returns WQEs executed.
 // `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
 // `bs`: the helped block's shared state (null: the warp copies alone).
@@ -574,24 +585,17 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   //    payloads and the bodies.
   const uint32_t signaled = __ballot_sync(kFullWarp, mine && r.signaled);
   const CqeSlot slot = cqe_slot(lane, signaled, q.cq_pi, q.cq.collapsed);
+  const uint16_t wqe_index = static_cast<uint16_t>(ci + lane);
   if (deferred) {
     if (slot.write) {
-      QpState local = q;
-      local.cq_pi = slot.cq_pi;
-      Counters unused;
       CqeStaged staged{&bs->pending, lane};
-      complete_wqe(local, static_cast<uint16_t>(ci + lane), r, staged, unused);
+      complete_in_slot(q, slot, wqe_index, r, staged);
     }
     const uint32_t writers = __ballot_sync(kFullWarp, slot.write);
     if (lane == 0) bs->pending.writers = writers;
   } else {
     CqeBodyFirst cqe;
-    if (slot.write) {
-      QpState local = q;
-      local.cq_pi = slot.cq_pi;
-      Counters unused;
-      complete_wqe(local, static_cast<uint16_t>(ci + lane), r, cqe, unused);
-    }
+    if (slot.write) complete_in_slot(q, slot, wqe_index, r, cqe);
     __syncwarp();
     if (slot.write) order::st_release_sys_u32(&cqe.dst->w[15], cqe.tail);
     if (signaled != 0) unfenced = false;
