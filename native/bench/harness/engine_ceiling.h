@@ -48,7 +48,7 @@ struct CeilingPlan {
   int warmup = 1;         // untimed rounds (the gpu engine's measurer always runs one)
   int rounds = 3;         // timed rounds, one sample each
   uint32_t timeout_ms = 2000;
-  int engine_warps_per_block = 8;  // gpu engine (the experiment passes its parameter; softnic::kDefaultWarpsPerBlock)
+  int engine_warps_per_block = 0;  // gpu engine; 0: the engine's own default (the experiment passes its parameter)
   CeilingMethod method = CeilingMethod::steady;  // cpu engine
   uint32_t signal_every = 16;  // cpu engine, steady: a mini-proxy worker's chain (its batch, at most 16)
 };
