@@ -17,10 +17,10 @@
 #      responder that answered them
 set -u
 bin=$1 dir=$2 gid=$3 link=$4
-# 16 ports per run, below the kernel's ephemeral range (32768 and up by default), where an
-# outgoing connection of a test beside this one can take a port at any moment (CI saw "cannot
-# listen on port 42614: in use"): the ib run in 20000-23999, the roce run, which ctest may run
-# beside it, in 24000-27999; pair_check_two_ranks.sh takes 28000-31999.
+# 16 ports per run, below the kernel's ephemeral range (32768 and up by default): there the kernel
+# hands ports to outgoing connections and to the tests beside this one that ask it for a free port
+# (CI saw "cannot listen on port 42614: in use"). The ib run in 20000-23999, the roce run, which
+# ctest may run beside it, in 24000-27999; pair_check_two_ranks.sh takes 28000-31999.
 case $link in ib) port=20000 ;; *) port=24000 ;; esac
 port=$(( port + $$ % 250 * 16 ))
 rm -rf "$dir" && mkdir -p "$dir"

@@ -5,8 +5,9 @@
 #   pair_check_two_ranks.sh PAIR_CHECK WORKDIR GID_INDEX
 set -u
 bin=$1 dir=$2 gid=$3
-# Below the kernel's ephemeral range (32768 and up by default), where an outgoing connection of a
-# test beside this one could hold the port; apart from two_rank_emu.sh's 20000-27999.
+# Below the kernel's ephemeral range (32768 and up by default), where the kernel hands ports to
+# outgoing connections and to tests that ask it for a free one; apart from two_rank_emu.sh's
+# 20000-27999.
 port=$(( 28000 + $$ % 4000 ))
 mkdir -p "$dir"
 rm -rf "$dir/rank0" "$dir/rank1"
