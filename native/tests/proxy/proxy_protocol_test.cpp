@@ -7,7 +7,6 @@
 // The checking channel sees every descriptor a worker posts and verifies that no descriptor is
 // lost, duplicated or reordered (per producer), and that no chain exceeds the batch size.
 #include <atomic>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,32 +16,13 @@
 #include "check.h"
 #include "gicomm/proxy/pool.h"
 #include "gicomm/proxy/ring.h"
+#include "host_rings.h"
 
 using namespace gicomm::proxy;
 
 namespace {
 
 constexpr uint64_t kSec = 1000000000ull;
-
-struct Rings {
-  Rings(uint32_t n, uint32_t cap) : counters(n), slots(size_t(n) * cap) {
-    std::memset(static_cast<void*>(slots.data()), 0, slots.size() * sizeof(Desc));
-    std::memset(static_cast<void*>(counters.data()), 0, n * sizeof(RingCounters));
-    for (uint32_t r = 0; r < n; ++r) {
-      RingView v{};
-      v.slots = slots.data() + size_t(r) * cap;
-      v.head = &counters[r].head;
-      v.done = &counters[r].done;
-      v.reserve = &counters[r].tail;
-      v.capacity = cap;
-      v.id = r;
-      views.push_back(v);
-    }
-  }
-  std::vector<RingCounters> counters;
-  std::vector<Desc> slots;
-  std::vector<RingView> views;
-};
 
 // value = producer << 40 | sequence number within that producer; the remote slot field = ring.
 uint64_t encode(uint32_t producer, uint64_t i) { return (uint64_t(producer) << 40) | i; }
@@ -141,7 +121,7 @@ PoolConfig cfg_for(uint32_t workers, uint32_t batch) {
 // Producers run tuned (one per ring) or baseline (per_ring per ring); returns after stop().
 void run_stress(bool tuned, uint32_t rings, uint32_t per_ring, uint32_t workers, uint32_t batch,
                 uint32_t cap, uint64_t per_producer) {
-  Rings rs(rings, cap);
+  gicomm::test::HostRings rs(rings, cap);
   const uint32_t producers = rings * per_ring;
   Checker chk(producers, batch);
   CheckingBackend be(&chk, 64, false);
@@ -203,7 +183,7 @@ void run_stress(bool tuned, uint32_t rings, uint32_t per_ring, uint32_t workers,
 void test_drain_without_targets() {
   // stop() with no expected counts: a pass that finds nothing ends a worker only after the stop
   // request, so everything published before stop() is consumed and completed.
-  Rings rs(3, 8);
+  gicomm::test::HostRings rs(3, 8);
   Checker chk(3, 4);
   CheckingBackend be(&chk, 64, false);
   std::string err;
@@ -223,7 +203,7 @@ void test_drain_without_targets() {
 
 void test_drain_timeout_names_ring() {
   // Expecting more than was produced: stop() must time out and name the ring and its counters.
-  Rings rs(2, 8);
+  gicomm::test::HostRings rs(2, 8);
   Checker chk(2, 1);
   CheckingBackend be(&chk, 64, false);
   std::string err;
@@ -239,7 +219,7 @@ void test_drain_timeout_names_ring() {
 }
 
 void test_stall_reports_ring() {
-  Rings rs(2, 8);
+  gicomm::test::HostRings rs(2, 8);
   Checker chk(2, 2);
   CheckingBackend be(&chk, 64, true);  // never completes
   PoolConfig cfg = cfg_for(1, 2);
@@ -285,7 +265,7 @@ class RecordingPublisher : public CompletionPublisher {
 };
 
 void test_custom_publisher() {
-  Rings rs(6, 8);
+  gicomm::test::HostRings rs(6, 8);
   Checker chk(6, 4);
   CheckingBackend be(&chk, 32, false);
   RecordingPublisher pub(6, 3);
@@ -307,7 +287,7 @@ void test_custom_publisher() {
 }
 
 void test_config_errors() {
-  Rings rs(4, 8);
+  gicomm::test::HostRings rs(4, 8);
   auto be = make_null_backend();
   std::string err;
   auto bad = [&](PoolConfig c, size_t nrings, const char* needle) {

@@ -2,7 +2,6 @@
 // writes and pointer writes; workers build mlx5 WQEs into softnic QPs; the test checks the bytes
 // that landed in the registered destination, the completion counters, and that a bad rkey comes
 // back as an error CQE that fails the pool with the QP and syndrome named.
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "check.h"
 #include "gicomm/proxy/pool.h"
 #include "gicomm/proxy/softnic_backend.h"
+#include "host_rings.h"
 
 using namespace gicomm;
 using namespace gicomm::proxy;
@@ -18,21 +18,8 @@ namespace {
 constexpr uint64_t kSec = 1000000000ull;
 
 struct Setup {
-  Setup(uint32_t rings, uint32_t cap, uint32_t window)
-      : counters(rings), slots(size_t(rings) * cap), remote(size_t(rings) * window, 0),
-        local(4096, 0) {
-    std::memset(static_cast<void*>(slots.data()), 0, slots.size() * sizeof(Desc));
-    std::memset(static_cast<void*>(counters.data()), 0, rings * sizeof(RingCounters));
-    for (uint32_t r = 0; r < rings; ++r) {
-      RingView v{};
-      v.slots = slots.data() + size_t(r) * cap;
-      v.head = &counters[r].head;
-      v.done = &counters[r].done;
-      v.reserve = &counters[r].tail;
-      v.capacity = cap;
-      v.id = r;
-      views.push_back(v);
-    }
+  Setup(uint32_t n, uint32_t cap, uint32_t window)
+      : rings(n, cap), remote(size_t(n) * window, 0), local(4096, 0) {
     for (size_t i = 0; i < local.size(); ++i) local[i] = 0xabc0000000000000ull | i;
     rmr = nic.register_mr(remote.data(), remote.size() * 8, softnic::kAccessLocalWrite | softnic::kAccessRemoteWrite);
     lmr = nic.register_mr(local.data(), local.size() * 8, softnic::kAccessLocalWrite);
@@ -43,9 +30,7 @@ struct Setup {
     target.sq_wqebbs = 64;
   }
   softnic::SoftNic nic;
-  std::vector<RingCounters> counters;
-  std::vector<Desc> slots;
-  std::vector<RingView> views;
+  gicomm::test::HostRings rings;
   std::vector<uint64_t> remote, local;
   softnic::MemoryRegionHandle rmr, lmr;
   SoftnicTarget target;
@@ -70,7 +55,7 @@ void test_writes(bool tuned, uint32_t rings, uint32_t workers, uint32_t batch) {
   engine.start();
   auto be = make_softnic_backend(s.nic, s.target);
   std::string err;
-  auto pool = WorkerPool::create(cfg(workers, batch), s.views, *be, nullptr, &err);
+  auto pool = WorkerPool::create(cfg(workers, batch), s.rings.views, *be, nullptr, &err);
   REQUIRE(pool, "%s", err.c_str());
   REQUIRE(pool->start(false, &err));
   std::vector<std::thread> prod;
@@ -83,8 +68,8 @@ void test_writes(bool tuned, uint32_t rings, uint32_t workers, uint32_t batch) {
         const bool ptr = i % 7 == 3;
         const uint64_t v = ptr ? ((8ull << 40) | (8 * (i % 4096))) : value_of(r, i);
         const uint32_t info = make_info(ptr ? Op::write : Op::write_inline, slot, false);
-        const uint64_t t = tuned ? enqueue_tuned(s.views[r], tp, v, info, 20 * kSec, nullptr)
-                                 : enqueue_baseline(s.views[r], v, info, 20 * kSec, nullptr);
+        const uint64_t t = tuned ? enqueue_tuned(s.rings.views[r], tp, v, info, 20 * kSec, nullptr)
+                                 : enqueue_baseline(s.rings.views[r], v, info, 20 * kSec, nullptr);
         REQUIRE(t == i);
       }
     });
@@ -95,7 +80,7 @@ void test_writes(bool tuned, uint32_t rings, uint32_t workers, uint32_t batch) {
   engine.stop();
   // Each destination word holds the last request aimed at it.
   for (uint32_t r = 0; r < rings; ++r) {
-    REQUIRE(s.counters[r].done == per_ring);
+    REQUIRE(s.rings.counters[r].done == per_ring);
     for (uint32_t w = 0; w < window; ++w) {
       uint64_t last = per_ring - 1;
       while (last % window != w) --last;
@@ -120,10 +105,10 @@ void test_error_cqe() {
   engine.start();
   auto be = make_softnic_backend(s.nic, s.target);
   std::string err;
-  auto pool = WorkerPool::create(cfg(1, 1), s.views, *be, nullptr, &err);
+  auto pool = WorkerPool::create(cfg(1, 1), s.rings.views, *be, nullptr, &err);
   REQUIRE(pool && pool->start(false, &err));
   TunedProducer tp{0, 0};
-  REQUIRE(enqueue_tuned(s.views[0], tp, 42, make_info(Op::write_inline, 0, false), 0, nullptr) == 0);
+  REQUIRE(enqueue_tuned(s.rings.views[0], tp, 42, make_info(Op::write_inline, 0, false), 0, nullptr) == 0);
   const uint64_t deadline = now_ns() + 5 * kSec;
   while (!pool->failed() && now_ns() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   err = pool->error();
