@@ -3,6 +3,8 @@
 //                                                message) and counted; the test goes on
 //   REQUIRE(cond[, "printf format", args...])  the same, then the test exits 1 (later steps need it)
 //   return check_result("test name");          exit code: 0 when nothing failed, else 1
+//   CUDA(call)                                 (CUDA sources) a runtime call that must succeed:
+//                                                else the call, its error and file:line, exit 1
 // Only the first 20 failures are printed; all are counted. Thread-safe.
 #pragma once
 
@@ -56,3 +58,16 @@ inline int check_result(const char* name) {
   } while (0)
 
 using gicomm::test::check_result;
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+
+#define CUDA(x)                                                                                      \
+  do {                                                                                               \
+    cudaError_t e_ = (x);                                                                            \
+    if (e_ != cudaSuccess) {                                                                         \
+      std::fprintf(stderr, "CUDA %s: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                                  \
+    }                                                                                                \
+  } while (0)
+#endif

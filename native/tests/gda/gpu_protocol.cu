@@ -28,15 +28,6 @@
 using namespace gicomm;
 using namespace gicomm::gda;
 
-#define CUDA(x)                                                                                  \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "CUDA %s: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-
 enum Mode { kThread = 0, kLock = 1, kHandoff = 2, kWarp = 3, kHybrid = 4 };
 static const char* mode_name(int m) {
   const char* n[] = {"thread", "lock", "handoff", "warp", "hybrid"};

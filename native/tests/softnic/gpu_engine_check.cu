@@ -45,15 +45,6 @@ namespace m = gicomm::mlx5;
 namespace sn = gicomm::softnic;
 using Clock = std::chrono::steady_clock;
 
-#define CUDA(x)                                                                                      \
-  do {                                                                                               \
-    cudaError_t e_ = (x);                                                                            \
-    if (e_ != cudaSuccess) {                                                                         \
-      std::fprintf(stderr, "CUDA %s: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                                  \
-    }                                                                                                \
-  } while (0)
-
 __global__ void ring_kernel(uint32_t* dbrec, uint64_t* doorbell, uint32_t dbrec_value, uint64_t doorbell_value) {
   gicomm::order::GpuFence::store_dbrec(dbrec, dbrec_value);
   gicomm::order::GpuFence::before_doorbell();
