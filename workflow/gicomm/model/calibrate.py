@@ -65,6 +65,38 @@ def nic_from_ceilings(
     return nic, how
 
 
+def _latency_src(key: str) -> str:
+    """The sources of a path's issue, completion and round-trip latencies (paper keys ``key.*``)."""
+    return "; ".join(_src(f"{key}.{part}") for part in ("issue", "completion", "rtt"))
+
+
+def _gpu_path(
+    name: str,
+    key: str,
+    build_ns: float,
+    ring_ns: float,
+    queue_depth: int,
+    sm_clock_mhz: float,
+    share: float,
+) -> PathParams:
+    """A GPU-initiated path: its build and ring times split into cycles and constant ns, its
+    latencies from the paper's ``key.issue``, ``key.completion`` and ``key.rtt``."""
+    bc, bn = split_clock(build_ns, sm_clock_mhz, share)
+    rc, rn = split_clock(ring_ns, sm_clock_mhz, share)
+    return PathParams(
+        name=name,
+        kind="gpu",
+        build_cycles=bc,
+        build_ns=bn,
+        ring_cycles=rc,
+        ring_ns=rn,
+        issue_ns=value(f"{key}.issue") * 1e3,
+        completion_ns=value(f"{key}.completion") * 1e3,
+        rtt_ns=value(f"{key}.rtt") * 1e3,
+        queue_depth=queue_depth,
+    )
+
+
 def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathParams]:
     share = clock_share()
     src["clock_share"] = f"{share:.3f} from " + _src("gdaki.issue_C") + "; " + _src("gdaki.issue_B")
@@ -73,20 +105,7 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
     b16 = 16e3 / value("minigda.rate_1thr_b16")
     build = (b16 - b1) / 15.0
     ring = b1 - build
-    bc, bn = split_clock(build, sm_clock_mhz, share)
-    rc, rn = split_clock(ring, sm_clock_mhz, share)
-    mg = PathParams(
-        name="mini-gda",
-        kind="gpu",
-        build_cycles=bc,
-        build_ns=bn,
-        ring_cycles=rc,
-        ring_ns=rn,
-        issue_ns=value("minigda.issue") * 1e3,
-        completion_ns=value("minigda.completion") * 1e3,
-        rtt_ns=value("minigda.rtt") * 1e3,
-        queue_depth=1024,
-    )
+    mg = _gpu_path("mini-gda", "minigda", build, ring, 1024, sm_clock_mhz, share)
     for f in ("build", "ring"):
         src[f"paths.mini-gda.{f}"] = (
             "t(b)=ring+b*build through "
@@ -94,32 +113,15 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
             + "; "
             + _src("minigda.rate_1thr_b16")
         )
-    src["paths.mini-gda.latency"] = (
-        _src("minigda.issue") + "; " + _src("minigda.completion") + "; " + _src("minigda.rtt")
-    )
+    src["paths.mini-gda.latency"] = _latency_src("minigda")
     src["paths.mini-gda.queue_depth"] = "assumption: 1024-entry send queue"
     # GDAKI: 1 thread per context = build + ring; 8 threads saturate the context lock = ring
     per1 = 1e3 / value("gdaki.rate_1thr")
     ring_g = 1e3 / value("gdaki.rate_8thr")
-    bc, bn = split_clock(per1 - ring_g, sm_clock_mhz, share)
-    rc, rn = split_clock(ring_g, sm_clock_mhz, share)
-    gd = PathParams(
-        name="gdaki",
-        kind="gpu",
-        build_cycles=bc,
-        build_ns=bn,
-        ring_cycles=rc,
-        ring_ns=rn,
-        issue_ns=value("gdaki.issue") * 1e3,
-        completion_ns=value("gdaki.completion") * 1e3,
-        rtt_ns=value("gdaki.rtt") * 1e3,
-        queue_depth=128,
-    )
+    gd = _gpu_path("gdaki", "gdaki", per1 - ring_g, ring_g, 128, sm_clock_mhz, share)
     src["paths.gdaki.build"] = _src("gdaki.rate_1thr") + " minus ring"
     src["paths.gdaki.ring"] = _src("gdaki.rate_8thr") + " (lock-bound)"
-    src["paths.gdaki.latency"] = (
-        _src("gdaki.issue") + "; " + _src("gdaki.completion") + "; " + _src("gdaki.rtt")
-    )
+    src["paths.gdaki.latency"] = _latency_src("gdaki")
     src["paths.gdaki.queue_depth"] = "NCCL_GIN_GDAKI_QP_DEPTH default 128 (NCCL 2.28 GIN GDAKI)"
     # mini-proxy (tuned): enqueue is one posted 16 B store; workers fit per clock state
     t0: dict[str, float] = {}
@@ -158,9 +160,7 @@ def _paper_paths(sm_clock_mhz: float, src: dict[str, str]) -> dict[str, PathPara
         + " (multi-producer ring: atomic reservation, host progress read)"
     )
     src["paths.mini-proxy.build"] = _src("miniproxy.issue") + " (tuned enqueue, one posted store)"
-    src["paths.mini-proxy.latency"] = (
-        _src("miniproxy.issue") + "; " + _src("miniproxy.completion") + "; " + _src("miniproxy.rtt")
-    )
+    src["paths.mini-proxy.latency"] = _latency_src("miniproxy")
     src["paths.mini-proxy.queue_depth"] = "assumption: 4096-descriptor rings (64 KiB)"
     return {"mini-gda": mg, "gdaki": gd, "mini-proxy": mp}
 
