@@ -47,14 +47,20 @@ def _read(path: Path | str) -> str | None:
         return None
 
 
-def _run(argv: list[str], timeout: float = 20.0) -> str | None:
+def command_output(argv: list[str], timeout: float = 20.0) -> str | None:
+    """stdout of a read-only command, or None when it is missing or fails."""
     if shutil.which(argv[0]) is None:
         return None
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() if out.returncode == 0 else None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _run(argv: list[str]) -> str | None:
+    out = command_output(argv)
+    return out.strip() if out is not None else None
 
 
 def parse_cpulist(text: str) -> list[int]:

@@ -5,24 +5,13 @@ the host or changes a setting (nvidia-smi is only ever queried)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gicomm.probe import command_output
+
 Runner = Callable[[list[str]], str | None]
-
-
-def run_command(argv: list[str], timeout: float = 20.0) -> str | None:
-    """stdout of a read-only command, or None when it is missing or fails."""
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
 
 
 @dataclass
@@ -30,7 +19,7 @@ class Host:
     sys_root: Path = Path("/sys")
     proc_root: Path = Path("/proc")
     boot_root: Path = Path("/boot")
-    run: Runner = field(default=run_command)
+    run: Runner = field(default=command_output)
 
     def read(self, path: Path) -> str | None:
         try:
