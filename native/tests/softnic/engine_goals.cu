@@ -19,11 +19,13 @@
 //                landing poll adds a read of the destination line, so split_done runs a little
 //                above completion.
 // Placements: softnic-gpu-same (the engine on 16 SMs of GPU 0) always; softnic-gpu (engine on GPU 1)
-// when two GPUs see each other. Every kernel samples clock64 and %globaltimer: each figure carries
-// the SM clock it ran at. Output: one JSON object per line on stdout (and a readable line on
-// stderr). Usage: gicomm-softnic-engine-goals --label NAME [--quick] [--engine-warps N] (the gpu
-// engine's warps per block, default softnic::kDefaultWarpsPerBlock; every record names it). Exit
-// 0, 1 (a measurement failed; the others still ran), 77 (no GPU).
+// when two GPUs see each other; --placement NAME runs only that one (the serial engine of goal 2
+// runs only on the peer). Every kernel samples clock64 and %globaltimer: each figure carries the SM
+// clock it ran at. Output: one JSON object per line on stdout (and a readable line on stderr).
+// Usage: gicomm-softnic-engine-goals --label NAME [--quick] [--engine-warps N] [--placement NAME]
+// (N: the gpu engine's warps per block, default softnic::kDefaultWarpsPerBlock; every record names
+// it). Exit 0, 1 (a measurement failed; the others still ran), 2 (bad arguments), 77 (no GPU, or
+// not the two GPUs the named placement needs).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -614,13 +616,22 @@ void run_ceilings(const Placement& pl, const std::vector<Shape>& shapes, uint32_
 
 int main(int argc, char** argv) {
   bool quick = false;
-  const char* usage = "usage: %s --label NAME [--quick] [--engine-warps 1..32]";
+  std::string only;  // --placement: run this placement alone
+  const char* usage =
+      "usage: %s --label NAME [--quick] [--engine-warps 1..32] [--placement softnic-gpu-same|softnic-gpu]";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--label" && i + 1 < argc) {
       g_label = argv[++i];
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--placement" && i + 1 < argc) {
+      only = argv[++i];
+      if (only != "softnic-gpu-same" && only != "softnic-gpu") {
+        std::fprintf(stderr, usage, argv[0]);
+        std::fprintf(stderr, ": --placement '%s' (allowed: softnic-gpu-same, softnic-gpu)\n", only.c_str());
+        return 2;
+      }
     } else if (a == "--engine-warps" && i + 1 < argc) {
       const std::string v = argv[++i];
       char* end = nullptr;
@@ -647,8 +658,16 @@ int main(int argc, char** argv) {
     std::printf("SKIP: no GPU visible\n");
     return 77;
   }
-  std::vector<Placement> placements = {{"softnic-gpu-same", 0, 16}};
-  if (ndev >= 2 && softnic::try_enable_peer_access(0, 1)) placements.push_back({"softnic-gpu", 1, 0});
+  std::vector<Placement> placements;
+  if (only != "softnic-gpu") placements.push_back({"softnic-gpu-same", 0, 16});
+  if (only != "softnic-gpu-same") {
+    if (ndev >= 2 && softnic::try_enable_peer_access(0, 1)) {
+      placements.push_back({"softnic-gpu", 1, 0});
+    } else if (!only.empty()) {
+      std::printf("SKIP: --placement softnic-gpu needs two GPUs that see each other; %d visible\n", ndev);
+      return 77;
+    }
+  }
   const std::vector<Shape> ceiling_shapes = {{true, 8},     {true, 32},     {true, 64},    {true, 128},
                                              {true, 220},   {false, 8},     {false, 64},   {false, 92},
                                              {false, 220},  {false, 256},   {false, 1024}, {false, 4096},
