@@ -147,7 +147,8 @@ def model_nic_bound(d: pd.DataFrame) -> pd.Series:
 
 def unmeasured_ceiling(d: pd.DataFrame) -> bool:
     """Softnic gpu-engine rate points with WQEs of more than one WQEBB and no ceiling measured for
-    that shape in their run: the engine's serial multi-WQEBB path may be what they show."""
+    that shape in their run (campaigns before the ceiling was measured per shape, whose engine
+    served multi-WQEBB WQEs one at a time): that serial path may be what they show."""
     if d.empty:
         return False
     gpu_engine = d["nic_backend"].astype(str).str.startswith("softnic-gpu")

@@ -326,8 +326,9 @@ def draw_lines(ax: plt.Axes, d: pd.DataFrame, panel: Panel) -> list[str]:
     if unmeasured_ceiling(d):
         notes.append(
             f"{panel.title}: no engine ceiling was measured in this run for WQEs of more than one "
-            "WQEBB (inline payloads over 28 B); the softnic-gpu engine serves those one at a time "
-            "on one lane, so these rates may show the model NIC's limit, not the transport's."
+            "WQEBB (inline payloads over 28 B), which the gpu engine of campaigns before "
+            "2026-12-01 served one at a time on one lane, so these rates may show the model NIC's "
+            "limit, not the transport's."
         )
     return notes
 
