@@ -89,6 +89,16 @@ int post_error(int err, ibv_send_wr* wr, ibv_send_wr** bad, const Qp& q, const s
   return fail(err, "ibv_post_send", "QP " + hex(q.qpn) + " WR " + std::to_string(wr->wr_id), why);
 }
 
+// A receive WQE of `stride` bytes (a QP's receive queue or an SRQ): the non-empty SGEs, then an
+// entry of MLX5_INVALID_LKEY ending the list when the WQE has room for one, as mlx5 writes it.
+void write_recv_sges(uint8_t* wqe, uint32_t stride, const ibv_recv_wr& wr) {
+  auto* seg = reinterpret_cast<Seg16*>(wqe);
+  uint32_t j = 0;
+  for (int i = 0; i < wr.num_sge; ++i)
+    if (wr.sg_list[i].length != 0) set_data_seg(seg[j++], wr.sg_list[i].length, wr.sg_list[i].lkey, wr.sg_list[i].addr);
+  if (j < stride / 16) set_data_seg(seg[j], 0, 0x100, 0);
+}
+
 }  // namespace
 
 int provider_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
@@ -177,11 +187,7 @@ int provider_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     if (q.rq_wqe_cnt == 0 || q.rq_head - tail + 1 > q.rq_wqe_cnt)
       return error(ENOMEM, "receive queue full (" + std::to_string(q.rq_head - tail) + " of " + std::to_string(q.rq_wqe_cnt) + ")");
     const uint32_t slot = q.rq_head & (q.rq_wqe_cnt - 1);
-    auto* seg = reinterpret_cast<Seg16*>(q.rq_buf + size_t(slot) * q.rq_stride);
-    uint32_t j = 0;
-    for (int i = 0; i < wr->num_sge; ++i)
-      if (wr->sg_list[i].length != 0) set_data_seg(seg[j++], wr->sg_list[i].length, wr->sg_list[i].lkey, wr->sg_list[i].addr);
-    if (j < q.rq_stride / 16) set_data_seg(seg[j], 0, 0x100, 0);  // MLX5_INVALID_LKEY ends the list
+    write_recv_sges(q.rq_buf + size_t(slot) * q.rq_stride, q.rq_stride, *wr);
     q.rq_wrid[slot] = wr->wr_id;
     ++q.rq_head;
     ++posted;
@@ -207,11 +213,7 @@ int provider_post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     if (q.head - tail + 1 > q.wqe_cnt - 1)
       return error(ENOMEM, "SRQ full (" + std::to_string(q.head - tail) + " of " + std::to_string(q.wqe_cnt - 1) + ")");
     const uint32_t slot = q.head & (q.wqe_cnt - 1);
-    auto* seg = reinterpret_cast<Seg16*>(q.buf + size_t(slot) * q.stride);
-    uint32_t j = 0;
-    for (int i = 0; i < wr->num_sge; ++i)
-      if (wr->sg_list[i].length != 0) set_data_seg(seg[j++], wr->sg_list[i].length, wr->sg_list[i].lkey, wr->sg_list[i].addr);
-    if (j < q.stride / 16) set_data_seg(seg[j], 0, 0x100, 0);  // MLX5_INVALID_LKEY ends the list
+    write_recv_sges(q.buf + size_t(slot) * q.stride, q.stride, *wr);
     q.wrid[slot] = wr->wr_id;
     ++q.head;
     __atomic_store_n(&q.dbrec[0], q.head, __ATOMIC_RELEASE);  // published WQE by WQE: the engine may take it now
