@@ -35,7 +35,9 @@ CeilingSamples measure_gpu(const EngineShape& shape, const CeilingPlan& plan) {
   c.producer_device = 0;
   c.engine_device = same ? 0 : 1;
   c.engine_blocks = same ? kSameGpuEngineBlocks : 0;
-  if (plan.engine_warps_per_block > 0) c.engine_warps_per_block = plan.engine_warps_per_block;
+  // 0: the engine's own default; any other value goes to the measurer, which refuses one outside
+  // 1..32 naming it (a negative one is not measured at the default instead).
+  if (plan.engine_warps_per_block != 0) c.engine_warps_per_block = plan.engine_warps_per_block;
   c.timeout_ms = plan.timeout_ms;
   CeilingSamples out;
   try {
