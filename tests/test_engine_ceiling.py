@@ -185,3 +185,39 @@ def test_the_device_summary_sets_the_cpu_engine_ceilings_beside_mini_proxy(tmp_p
         assert text in proc.stdout, proc.stdout
         if code == 0:  # the old ceiling is the median round, the new one the best round
             assert "14.70     80.00     75.00     24.10" in proc.stdout, proc.stdout
+
+
+def test_the_bound_comparison_counts_bound_records_per_shape_and_side(tmp_path: Path):
+    # tools/bound_comparison.py, how an archive's comparison.txt is made: per shape, median rate /
+    # median ceiling and bound records, a goodput record's rate taken as WQEs/s, records without a
+    # ceiling or not ok left out; totals with the gpu engine's share.
+    import sys
+
+    def goodput(gbps: float, ceiling: float, **kw: object) -> dict:
+        return make_record(
+            experiment="goodput", nic_backend="softnic-gpu-same", metric="goodput_gbps",
+            unit="GB/s", stats={"n": 3, "p50": gbps}, engine_ceiling=ceiling,
+            engine_ceiling_shape="pointer 4096 B, 16 QPs", params={"size": 4096, "ctas": 16}, **kw,
+        )  # fmt: skip
+
+    # 40.96 GB/s of 4 KiB writes is 10 Mmsg/s: bound against 15, not against 25.
+    old = rate_records(14.0, 20.0) + [goodput(40.96, 15.0), rate_records(1.0, None)[0]]
+    failed = {**goodput(99.0, 1.0), "status": "error"}
+    new = rate_records(8.0, 20.0) + [goodput(40.96, 25.0), failed]
+    write_jsonl(tmp_path / "old/raw/goodput/run0/batch0.jsonl", old)
+    new_file = write_jsonl(tmp_path / "new.jsonl", new)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools/bound_comparison.py"), str(tmp_path / "old"), str(new_file)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines() if not line.startswith("#")}
+    assert "(3/3)" in rows["gda_msg_rate"] and "(0/3)" in rows["gda_msg_rate"]
+    assert "10/      15 (1/1)" in rows["goodput"] and "10/      25 (0/1)" in rows["goodput"]
+    assert "old: 4 of 4 records bound (4 of 4 on the gpu engine)" in proc.stdout
+    assert "new: 0 of 4 records bound (0 of 4 on the gpu engine)" in proc.stdout
+    missing = subprocess.run(
+        [sys.executable, str(REPO / "tools/bound_comparison.py"), str(tmp_path / "nope"), str(new_file)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert missing.returncode != 0 and "nope does not exist" in missing.stderr
