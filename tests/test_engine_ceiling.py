@@ -128,14 +128,18 @@ def test_one_gpu_measures_the_same_gpu_engine_points():
         assert gpus["softnic-gpu-same"] == 1 and gpus["softnic-gpu"] == 2, (name, gpus)
 
 
-def run_summary(path: Path) -> subprocess.CompletedProcess[str]:
-    """tools/ceiling_summary.py over a records file, as the device script runs it."""
+def run_tool(script: str, *paths: Path) -> subprocess.CompletedProcess[str]:
+    """A tools/ script over records files, as the device scripts run it."""
     import sys
 
     return subprocess.run(
-        [sys.executable, str(REPO / "tools/ceiling_summary.py"), str(path)],
+        [sys.executable, str(REPO / "tools" / script), *map(str, paths)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
+
+
+def run_summary(path: Path) -> subprocess.CompletedProcess[str]:
+    return run_tool("ceiling_summary.py", path)
 
 
 def test_the_device_summary_flags_a_softnic_rate_without_its_ceiling(tmp_path: Path):
@@ -191,8 +195,6 @@ def test_the_bound_comparison_counts_bound_records_per_shape_and_side(tmp_path: 
     # tools/bound_comparison.py, how an archive's comparison.txt is made: per shape, median rate /
     # median ceiling and bound records, a goodput record's rate taken as WQEs/s, records without a
     # ceiling or not ok left out; totals with the gpu engine's share.
-    import sys
-
     def goodput(gbps: float, ceiling: float, **kw: object) -> dict:
         return make_record(
             experiment="goodput", nic_backend="softnic-gpu-same", metric="goodput_gbps",
@@ -206,18 +208,12 @@ def test_the_bound_comparison_counts_bound_records_per_shape_and_side(tmp_path: 
     new = rate_records(8.0, 20.0) + [goodput(40.96, 25.0), failed]
     write_jsonl(tmp_path / "old/raw/goodput/run0/batch0.jsonl", old)
     new_file = write_jsonl(tmp_path / "new.jsonl", new)
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "tools/bound_comparison.py"), str(tmp_path / "old"), str(new_file)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    proc = run_tool("bound_comparison.py", tmp_path / "old", new_file)
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[0]: line for line in proc.stdout.splitlines() if not line.startswith("#")}
     assert "(3/3)" in rows["gda_msg_rate"] and "(0/3)" in rows["gda_msg_rate"]
     assert "10/      15 (1/1)" in rows["goodput"] and "10/      25 (0/1)" in rows["goodput"]
     assert "old: 4 of 4 records bound (4 of 4 on the gpu engine)" in proc.stdout
     assert "new: 0 of 4 records bound (0 of 4 on the gpu engine)" in proc.stdout
-    missing = subprocess.run(
-        [sys.executable, str(REPO / "tools/bound_comparison.py"), str(tmp_path / "nope"), str(new_file)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    missing = run_tool("bound_comparison.py", tmp_path / "nope", new_file)
     assert missing.returncode != 0 and "nope does not exist" in missing.stderr

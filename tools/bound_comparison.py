@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
-from gicomm.labels import BOUND_FACTOR, RATE_METRICS, wqe_rate  # noqa: E402
+from gicomm.labels import BOUND_FACTOR, RATE_METRICS, record_wqe_rate, within_bound  # noqa: E402
 
 Key = tuple[str, str, str, str]  # experiment, backend, ceiling shape, metric
 
@@ -31,7 +31,7 @@ def rate_points(side: Path) -> dict[Key, list[tuple[float, float]]]:
             if r.get("status") != "ok" or r.get("metric") not in RATE_METRICS:
                 continue
             ceiling = r.get("engine_ceiling")
-            rate = wqe_rate(r["metric"], float(r["stats"]["p50"]), r["params"].get("size"))
+            rate = record_wqe_rate(r)
             if ceiling is None or rate is None:
                 continue
             shape = r.get("engine_ceiling_shape", "-")
@@ -41,7 +41,7 @@ def rate_points(side: Path) -> dict[Key, list[tuple[float, float]]]:
 
 
 def bound(points: list[tuple[float, float]]) -> int:
-    return sum(rate * BOUND_FACTOR >= ceiling for rate, ceiling in points)
+    return sum(within_bound(rate, ceiling) for rate, ceiling in points)
 
 
 def cell(points: list[tuple[float, float]]) -> str:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
-from gicomm.labels import BOUND_FACTOR, RATE_METRICS, wqe_rate  # noqa: E402
+from gicomm.labels import RATE_METRICS, record_wqe_rate, within_bound  # noqa: E402
 
 
 def params_text(params: dict) -> str:
@@ -29,14 +29,14 @@ def main(path: str) -> int:
     for r in records:
         if r.get("status") != "ok" or r["metric"] not in RATE_METRICS:
             continue
-        rate = wqe_rate(r["metric"], float(r["stats"]["p50"]), r["params"].get("size")) or 0.0
+        rate = record_wqe_rate(r) or 0.0
         ceiling = r.get("engine_ceiling")
         if ceiling is None:
             missing += r["nic_backend"].startswith("softnic")
             ratio, bound = "MISSING", "-"
         else:
             ratio = f"{ceiling / rate:9.2f}" if rate > 0 else "inf"
-            bound = "yes" if rate * BOUND_FACTOR >= ceiling else "no"
+            bound = "yes" if within_bound(rate, ceiling) else "no"
         print(f"{r['experiment']:15s} {r['nic_backend']:17s} {r['metric']:13s} "
               f"{r['stats']['p50']:10.3f} {rate:9.3f} "
               f"{(f'{ceiling:9.2f}' if ceiling is not None else '-'):>9s} {ratio:>9s}  {bound:5s}  "

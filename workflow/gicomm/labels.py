@@ -126,6 +126,16 @@ def wqe_rate(metric: str, value: float, size: object) -> float | None:
         return None
 
 
+def record_wqe_rate(record: dict) -> float | None:
+    """wqe_rate of a raw rate record (its median, its payload size)."""
+    return wqe_rate(record["metric"], float(record["stats"]["p50"]), record["params"].get("size"))
+
+
+def within_bound(rate: float, ceiling: float) -> bool:
+    """A rate (WQEs/s, Mmsg/s) within BOUND_FACTOR of its engine ceiling: model-NIC bound."""
+    return rate * BOUND_FACTOR >= ceiling
+
+
 def model_nic_bound(d: pd.DataFrame) -> pd.Series:
     """True where a softnic rate point is within 2x of its engine ceiling, False where it is not,
     None where nothing says (not a softnic rate point, or no ceiling measured with it)."""
@@ -141,7 +151,7 @@ def model_nic_bound(d: pd.DataFrame) -> pd.Series:
             continue
         rate = wqe_rate(str(metrics[i]), float(p50[i]), size[i])
         if rate is not None:
-            out[i] = bool(rate * BOUND_FACTOR >= float(ceiling[i]))
+            out[i] = within_bound(rate, float(ceiling[i]))
     return pd.Series(out, index=d.index, dtype=object)
 
 
