@@ -96,6 +96,54 @@ void prepare_same_gpu_context() {
   check(cudaDeviceSynchronize(), "context-resources kernel");
 }
 
+// ---- where a pass's time goes (a profiling build: -DGICOMM_ENGINE_PHASES=ON) -------------------------
+// Lane 0 of each warp reads the SM's cycle counter at the boundaries of a pass's steps and adds each
+// step's cycles to its warp's row; stop() prints the busy warps' cycles per parallel pass, all
+// warps together. A step's time is where the warp waited in it: a load's latency shows where its
+// value is first used. Off by default (the marks are empty); on, each mark costs about 110 cycles
+// (a clock read, and a fire-and-forget global add by lane 0).
+enum Phase : uint32_t {
+  kPhWindow, kPhDecode, kPhExecute, kPhEffects, kPhPrefetch, kPhCqe, kPhTail,  // inside a pass
+  kPhBetween,   // between two passes of one drain (the drain's loop)
+  kPhDoorbell,  // the doorbell seen to the drain's first pass
+  kPhPasses, kPhDrains, kPhCount
+};
+// Both builds compile the marks (so the profiling build cannot rot); the plain one discards them.
+#ifdef GICOMM_ENGINE_PHASES
+constexpr bool kEnginePhases = true;
+#else
+constexpr bool kEnginePhases = false;
+#endif
+constexpr uint32_t kPhaseWarps = kEnginePhases ? 4096 : 1;
+__device__ unsigned long long g_phase_cycles[kPhaseWarps][kPhCount];
+struct PhaseClock {
+  unsigned long long t = 0;
+  uint32_t row = kPhaseWarps;  // none: not lane 0, or a warp past the table
+  __device__ PhaseClock() {
+    if constexpr (kEnginePhases) {
+      const uint32_t warp = (threadIdx.x >> 5) * gridDim.x + blockIdx.x;
+      if ((threadIdx.x & 31) == 0 && warp < kPhaseWarps) row = warp;
+      t = clock64();
+    }
+  }
+  __device__ void mark(Phase k) {
+    if constexpr (kEnginePhases) {
+      if (row == kPhaseWarps) return;
+      const unsigned long long n = clock64();
+      atomicAdd(&g_phase_cycles[row][k], n - t);
+      t = n;
+    }
+  }
+  __device__ void count(Phase k) {
+    if constexpr (kEnginePhases) {
+      if (row != kPhaseWarps) atomicAdd(&g_phase_cycles[row][k], 1ull);
+    }
+  }
+  __device__ void restart() {
+    if constexpr (kEnginePhases) t = clock64();
+  }
+};
+
 __device__ __forceinline__ uint4 load_cv(const uint8_t* p) { return __ldcv(reinterpret_cast<const uint4*>(p)); }
 
 // Payload source words of the serial path (one lane). A pointer payload lives in another GPU's (or
@@ -486,6 +534,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   const uint32_t lane = threadIdx.x & 31;
   BlockCopyJob* job = bs != nullptr ? &bs->job : nullptr;
   GpuMem mem;
+  PhaseClock ph;
   if (q.error) {
     // A QP in error flushes every WQE: the serial path, one per pass.
     settle_before_serial(bs, lane, pending, unfenced);
@@ -505,6 +554,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     if (s / 4 < n_read) reinterpret_cast<uint4*>(ws.window)[s] = pf.seg[k];
   }
   __syncwarp();
+  ph.mark(kPhWindow);
   // 2. Which lanes start a WQE.
   bool ctrl_ok = false;
   uint32_t nbb = 1;
@@ -517,6 +567,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   const NbbPlanes planes{__ballot_sync(kFullWarp, ((nbb - 1) & 1u) != 0),
                          __ballot_sync(kFullWarp, ((nbb - 1) & 2u) != 0)};
   const WindowPlan plan = plan_window_planes(ok_lanes, planes, n_read, avail);
+  ph.mark(kPhDecode);
   // 3. Every start lane checks its WQE and records its effect.
   const bool start = ((plan.starts >> lane) & 1u) != 0;
   EffectRecorder rec;
@@ -527,6 +578,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     good = r.syndrome == 0 && rec.calls <= 1;
   }
   const Prefix pre = executable_prefix(plan, __ballot_sync(kFullWarp, good));
+  ph.mark(kPhExecute);
   if (pre.starts == 0) {
     // Irregular WQE at the head: the serial path (stale retries, errors).
     settle_before_serial(bs, lane, pending, unfenced);
@@ -566,6 +618,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     flush_pending(bs, lane, pending, unfenced);
     run_effects(ws, job, pre.starts, copy_lanes, atomic_lanes, rec, lane, mem, unfenced);
   }
+  ph.mark(kPhEffects);
   // The next window of this doorbell, if any, while the CQEs below wait for their round trip. The
   // WQEs in it were rung before the doorbell this pass serves was read, like the ones read above;
   // a producer reuses none of its slots before their CQEs.
@@ -576,6 +629,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     load_window(q.sq, next, pf.n_read, lane, pf.seg);
     pf.valid = true;
   }
+  ph.mark(kPhPrefetch);
   // 5. CQEs, then the QP's state and the counters (lane 0). Every payload byte of the pass is
   //    visible system-wide before any CQE of it is: the writers store their CQE bodies, the warp
   //    barrier makes every lane's payload and body stores happen before what each writer does
@@ -600,6 +654,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     if (slot.write) order::st_release_sys_u32(&cqe.dst->w[15], cqe.tail);
     if (signaled != 0) unfenced = false;
   }
+  ph.mark(kPhCqe);
   unsigned long long bytes = mine ? r.byte_cnt : 0;
   for (int off = 16; off > 0; off >>= 1) bytes += __shfl_down_sync(kFullWarp, bytes, off);
   const uint32_t nsig = popcount32(signaled), nwqes = popcount32(pre.starts);
@@ -612,6 +667,8 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     ctr.bytes += bytes;
   }
   __syncwarp();
+  ph.mark(kPhTail);
+  ph.count(kPhPasses);
   return nwqes;
 }
 
@@ -666,6 +723,7 @@ __global__ void engine_kernel(KernelArgs a) {
       db = __shfl_sync(kFullWarp, db, 0);
       if (db == (own_one ? q.last_doorbell : g.last_doorbell)) continue;
       worked = true;
+      PhaseClock ph;  // from the doorbell seen
       __syncwarp();
       if (lane == 0) {
         if (!own_one) q = g;
@@ -677,10 +735,14 @@ __global__ void engine_kernel(KernelArgs a) {
         // Drain everything up to the doorbell's WQE before moving to the next QP.
         WindowPrefetch pf;
         pf.valid = false;
+        ph.count(kPhDrains);
+        ph.mark(kPhDoorbell);
         for (uint32_t guard = 0; idx16_at_or_after(db_index, static_cast<uint16_t>(
                                                                  *reinterpret_cast<volatile uint32_t*>(&q.ci)));
              ++guard) {
+          if (guard != 0) ph.mark(kPhBetween);
           service_chunk(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
+          ph.restart();
           if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
         }
         flush_pending(bs, static_cast<uint32_t>(lane), pending, unfenced);  // the drain's last CQEs
@@ -705,6 +767,36 @@ __global__ void engine_kernel(KernelArgs a) {
     if (own_one) a.qps[warp] = ws.qp;
     a.counters[warp] = ctr;
   }
+}
+
+// The profiling build's table: zeroed before a launch, printed after it (see PhaseClock).
+void reset_phases(cudaStream_t stream) {
+  if constexpr (!kEnginePhases) return;
+  void* p = nullptr;
+  check(cudaGetSymbolAddress(&p, g_phase_cycles), "phase table");
+  check(cudaMemsetAsync(p, 0, sizeof(g_phase_cycles), stream), "clear the phase table");
+}
+
+void print_phases(uint32_t warps) {
+  if constexpr (!kEnginePhases) return;
+  std::vector<unsigned long long> t(size_t(kPhaseWarps) * kPhCount);
+  check(cudaMemcpyFromSymbol(t.data(), g_phase_cycles, t.size() * sizeof(t[0])), "read the phase table");
+  static const char* const names[kPhCount] = {"window", "decode", "execute", "effects", "prefetch", "cqe",
+                                              "tail",   "between", "doorbell", "passes", "drains"};
+  unsigned long long sum[kPhCount] = {};
+  uint32_t busy = 0;
+  for (uint32_t w = 0; w < warps && w < kPhaseWarps; ++w) {
+    const unsigned long long* r = &t[size_t(w) * kPhCount];
+    if (r[kPhPasses] == 0) continue;
+    ++busy;
+    for (uint32_t k = 0; k < kPhCount; ++k) sum[k] += r[k];
+  }
+  if (sum[kPhPasses] == 0) return;
+  std::fprintf(stderr, "engine phases: %u busy warps, %llu passes, %llu drains; cycles per pass:", busy,
+               sum[kPhPasses], sum[kPhDrains]);
+  for (uint32_t k = 0; k < kPhPasses; ++k)
+    std::fprintf(stderr, " %s %.0f", names[k], double(sum[k]) / double(sum[kPhPasses]));
+  std::fprintf(stderr, "\n");
 }
 
 }  // namespace
@@ -815,6 +907,7 @@ void GpuEngine::start() {
   const size_t smem = kScratchBytes * static_cast<size_t>(cfg_.warps_per_block) + sizeof(BlockShared);
   check(cudaFuncSetAttribute(engine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
         "cudaFuncSetAttribute(engine shared memory)");
+  reset_phases(stream);
   engine_kernel<<<blocks, 32 * cfg_.warps_per_block, smem, stream>>>(a);
   check(cudaGetLastError(), "launch engine kernel");
   running_ = true;
@@ -896,6 +989,7 @@ void GpuEngine::stop(int timeout_ms) {
   check(cudaMemcpy(per.data(), d_counters_, sizeof(Counters) * total_warps_, cudaMemcpyDeviceToHost), "counters");
   std::vector<QpState> states(num_qps_);
   if (num_qps_) check(cudaMemcpy(states.data(), d_qps_, sizeof(QpState) * num_qps_, cudaMemcpyDeviceToHost), "qps");
+  print_phases(total_warps_);
   cudaSetDevice(saved);
   for (uint32_t i = 0; i < num_qps_; ++i) *nic_.qp_state(i) = states[i];
   Counters sum;
