@@ -98,8 +98,8 @@ void prepare_same_gpu_context() {
 
 // ---- where a pass's time goes (a profiling build: -DGICOMM_ENGINE_PHASES=ON) -------------------------
 // Lane 0 of each warp reads the SM's cycle counter at the boundaries of a pass's steps and adds each
-// step's cycles to its warp's row; stop() prints the busy warps' cycles per parallel pass, all
-// warps together. A step's time is where the warp waited in it: a load's latency shows where its
+// step's cycles to its warp's row; stop() prints the busy warps' cycles per pass, all warps
+// together. A step's time is where the warp waited in it: a load's latency shows where its
 // value is first used. Off by default (the marks are empty); on, each mark costs about 110 cycles
 // (a clock read, and a fire-and-forget global add by lane 0).
 enum Phase : uint32_t {
@@ -535,6 +535,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   BlockCopyJob* job = bs != nullptr ? &bs->job : nullptr;
   GpuMem mem;
   PhaseClock ph;
+  ph.count(kPhPasses);  // every pass, the serial path's too (its steps are not marked)
   if (q.error) {
     // A QP in error flushes every WQE: the serial path, one per pass.
     settle_before_serial(bs, lane, pending, unfenced);
@@ -668,7 +669,6 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   }
   __syncwarp();
   ph.mark(kPhTail);
-  ph.count(kPhPasses);
   return nwqes;
 }
 
