@@ -4,7 +4,10 @@
 // CQEs, QP state and counters identical to the serial path (service_one_wqe, the cpu engine's
 // code) on random send queues: one-WQEBB and 2..4-WQEBB WQEs mixed, inline payloads of 0..220 B,
 // pointer payloads of 0..5000 B at every alignment, writes with immediate, fetch-adds, NOPs, DC
-// address vectors, WQEs that fail their checks (then the flushes) and stale ctrl segments.
+// address vectors, WQEs that fail their checks (then the flushes) and stale ctrl segments. Half
+// the QPs are a helped block's, whose passes of long aligned copies are deferred (run_pass_effects,
+// the order the GPU runs): their copies move only when the next step awaits them, and every staged
+// CQE is checked to go out after its pass's last payload byte.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -235,6 +238,10 @@ struct HostMem {
 struct PassStats {
   uint64_t passes = 0, serial = 0, shared_copies = 0, aligned_copies = 0, aligned_tails = 0, own_copies = 0,
            multi_wqebb = 0, atomic_epochs = 0;
+  // A helped block's deferred passes: all of them, those with tails, those whose CQEs went out after
+  // the next pass posted its copies, and those flushed (the next pass not deferred, the serial path,
+  // the drain's end).
+  uint64_t deferred = 0, deferred_tails = 0, published_after_post = 0, flushed = 0;
 };
 
 // warp_copy: payloads of at most one block each by their own lanes; whole aligned blocks of one
@@ -290,13 +297,128 @@ static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo
     for (uint32_t l = 0; l < kWarpLanes; ++l) sn::copy_round(io, descs, inclusive, r, l);
 }
 
+// A helped block across passes (gpu_engine.cu's BlockShared): the copies posted to its helpers,
+// which this model moves only when warp 0 awaits them (as late as a GPU's helpers could finish),
+// and the pending pass's staged CQEs with that pass's copies, checked to have landed before the
+// CQEs go out.
+struct SimBlock {
+  sn::CopyDesc job[kWarpLanes];
+  uint32_t job_nb = 0, job_total = 0;
+  bool posted = false;
+  struct Staged {
+    m::Cqe64* dst;
+    m::Cqe64 body;
+    uint32_t tail;
+  };
+  std::vector<Staged> staged;            // the pending pass's CQEs
+  std::vector<sn::CopyDesc> staged_copies;  // its payloads
+  bool had_pending = false;              // this pass found one pending (it goes out after this post)
+};
+
+// complete_wqe's memory for a deferred pass: its CQEs to the block's staging.
+struct SimStaging {
+  SimBlock* b;
+  void publish_cqe(m::Cqe64* dst, const m::Cqe64& body, uint32_t tail) { b->staged.push_back({dst, body, tail}); }
+};
+
+// warp_plan.h's Block for the simulated warp (gpu_engine.cu's EngineBlock): a flush needs only
+// `blk`, `io` and `st`.
+struct SimPass {
+  SimBlock* blk;  // null: a warp that copies alone
+  CheckIo& io;
+  PassStats& st;
+  const sn::EffectRecorder* rec;
+  uint32_t starts, copy_lanes, atomic_lanes;
+  sn::CopyDesc packed[kWarpLanes];
+  uint32_t nb = 0, total = 0, len0 = 0;
+
+  SimPass(SimBlock* b, CheckIo& i, PassStats& s, const sn::EffectRecorder* r = nullptr, uint32_t st_lanes = 0,
+          uint32_t copies = 0, uint32_t atomics = 0)
+      : blk(b), io(i), st(s), rec(r), starts(st_lanes), copy_lanes(copies), atomic_lanes(atomics) {}
+
+  bool post_ready() {  // aligned_epoch with two rounds at least
+    uint32_t n = 0;
+    bool aligned = true;
+    for (uint32_t l = 0; l < kWarpLanes; ++l) {
+      if (((copy_lanes >> l) & 1u) == 0) continue;
+      if (n == 0) len0 = rec[l].move.len;
+      aligned = aligned && sn::aligned_start(rec[l].move) && rec[l].move.len == len0;
+      packed[n++] = rec[l].move;
+    }
+    nb = len0 / 16;
+    total = n * nb;
+    return aligned && nb != 0 && sn::aligned_rounds(total) >= 2;
+  }
+  void await_copies() {
+    CHECK(blk->posted, "await with no copies posted");
+    for (uint32_t r = 0; r < sn::aligned_rounds(blk->job_total); ++r)
+      for (uint32_t l = 0; l < kWarpLanes; ++l) sn::aligned_round(io, blk->job, blk->job_nb, blk->job_total, r, l);
+    blk->posted = false;
+  }
+  void post_copies() {
+    CHECK(!blk->posted, "copies posted over copies not yet awaited");
+    std::copy(packed, packed + kWarpLanes, blk->job);
+    blk->job_nb = nb;
+    blk->job_total = total;
+    blk->posted = true;
+    blk->had_pending = !blk->staged_copies.empty() || !blk->staged.empty();
+    ++st.deferred;
+  }
+  void move_tails() {
+    if (len0 % 16 != 0) ++st.deferred_tails;
+    for (uint32_t l = 0; l < kWarpLanes; ++l)
+      if ((copy_lanes >> l) & 1u)
+        sn::copy_blocks<1>(io, [&](int, sn::BlockPlan* p) { return sn::aligned_tail(rec[l].move, nb, p); });
+  }
+  void publish_pending(bool& unfenced) {
+    for (const sn::CopyDesc& c : blk->staged_copies)
+      CHECK(std::memcmp(reinterpret_cast<const void*>(c.dst), reinterpret_cast<const void*>(c.src), c.len) == 0,
+            "a staged CQE went out before its pass's %u-byte payload landed", c.len);
+    for (const SimBlock::Staged& c : blk->staged) {
+      std::memcpy(c.dst, &c.body, 60);
+      c.dst->w[15] = c.tail;
+    }
+    if (blk->had_pending) ++st.published_after_post;
+    else ++st.flushed;
+    blk->had_pending = false;
+    blk->staged.clear();
+    blk->staged_copies.clear();
+    unfenced = false;
+  }
+  void run_effects(bool& unfenced) {
+    HostMem mem;
+    uint32_t remaining = starts;
+    while (remaining != 0) {
+      const sn::Epoch e = sn::next_epoch(remaining, copy_lanes, atomic_lanes);
+      if (e.copies != 0) sim_warp_copy(e.copies, rec, io, st);
+      if (e.atomic < kWarpLanes) {
+        ++st.atomic_epochs;
+        mem.fetch_add(rec[e.atomic].remote, rec[e.atomic].add, rec[e.atomic].old);
+      }
+      remaining = e.remaining;
+    }
+    unfenced = true;
+  }
+};
+
+// A helped block's warp state between passes (gpu_engine.cu: `pending`, `unfenced`).
+struct SimWarp {
+  SimBlock* blk = nullptr;
+  bool pending = false, unfenced = false;
+  void flush(CheckIo& io, PassStats& st) {
+    SimPass b{blk, io, st};
+    sn::flush_pending_pass(b, pending, unfenced);
+  }
+};
+
 // service_chunk of gpu_engine.cu, lane by lane.
 static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index, sn::Counters& ctr, CheckIo& io,
-                         PassStats& st) {
+                         PassStats& st, SimWarp& w) {
   HostMem mem;
   ++st.passes;
   if (q.error) {
     ++st.serial;
+    w.flush(io, st);
     sn::service_one_wqe(q, t, mem, ctr);
     return 1;
   }
@@ -338,6 +460,7 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
   if (pre.starts == 0) {
     io.readable.pop_back();
     ++st.serial;
+    w.flush(io, st);
     sn::service_one_wqe(q, t, mem, ctr);
     return 1;
   }
@@ -349,16 +472,12 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
     copy_lanes |= uint32_t(mine && rec[lane].kind == sn::EffectRecorder::kCopy && rec[lane].move.len != 0) << lane;
     atomic_lanes |= uint32_t(mine && rec[lane].kind == sn::EffectRecorder::kFetchAdd) << lane;
   }
-  uint32_t remaining = pre.starts;
-  while (remaining != 0) {
-    const sn::Epoch e = sn::next_epoch(remaining, copy_lanes, atomic_lanes);
-    if (e.copies != 0) sim_warp_copy(e.copies, rec, io, st);
-    if (e.atomic < kWarpLanes) {
-      ++st.atomic_epochs;
-      mem.fetch_add(rec[e.atomic].remote, rec[e.atomic].add, rec[e.atomic].old);
-    }
-    remaining = e.remaining;
-  }
+  SimPass pass{w.blk, io, st, rec, pre.starts, copy_lanes, atomic_lanes};
+  const bool deferred =
+      sn::run_pass_effects(pass, w.blk != nullptr && atomic_lanes == 0 && copy_lanes != 0, w.pending, w.unfenced);
+  if (deferred)
+    for (uint32_t l = 0; l < kWarpLanes; ++l)
+      if ((copy_lanes >> l) & 1u) w.blk->staged_copies.push_back(rec[l].move);
   io.readable.pop_back();
   // 5. CQEs and state.
   uint32_t signaled = 0;
@@ -374,7 +493,12 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
     sn::QpState local = q;
     local.cq_pi = slot.cq_pi;
     sn::Counters unused;
-    sn::complete_wqe(local, static_cast<uint16_t>(ci + lane), r[lane], mem, unused);
+    SimStaging staging{w.blk};
+    if (deferred) {
+      sn::complete_wqe(local, static_cast<uint16_t>(ci + lane), r[lane], staging, unused);
+    } else {
+      sn::complete_wqe(local, static_cast<uint16_t>(ci + lane), r[lane], mem, unused);
+    }
   }
   const uint32_t nsig = static_cast<uint32_t>(__builtin_popcount(signaled));
   q.ci = ci + pre.consumed;
@@ -385,18 +509,23 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
   return static_cast<uint32_t>(__builtin_popcount(pre.starts));
 }
 
-// The engine's drain of one doorbell, with either the warp passes or the serial path.
+// The engine's drain of one doorbell, with either the warp passes (of a helped block when `blk`)
+// or the serial path.
 static void drain(sn::QpState& q, const sn::Tables& t, uint64_t db, sn::Counters& ctr, bool warp, CheckIo& io,
-                  PassStats& st) {
+                  PassStats& st, SimBlock* blk) {
   HostMem mem;
+  SimWarp w;
+  w.blk = blk;
   const uint16_t db_index = m::doorbell_wqe_index(db);
   for (int guard = 0; gicomm::idx16_at_or_after(db_index, static_cast<uint16_t>(q.ci)) && guard < 70000; ++guard) {
     if (warp) {
-      sim_pass(q, t, db_index, ctr, io, st);
+      sim_pass(q, t, db_index, ctr, io, st, w);
     } else {
       sn::service_one_wqe(q, t, mem, ctr);
     }
   }
+  w.flush(io, st);  // the drain's last CQEs
+  CHECK(!w.pending && (blk == nullptr || (!blk->posted && blk->staged.empty())), "a pass still pending after the drain");
 }
 
 static bool same_counters(const sn::Counters& a, const sn::Counters& b) {
@@ -418,7 +547,7 @@ static void check_passes_match_serial(std::mt19937& rng) {
   const uint32_t dct = nic.create_dct(dc_key);
   PassStats st;
   uint64_t rounds_with_error = 0, stale_rounds = 0;
-  for (int qp_round = 0; qp_round < 150; ++qp_round) {
+  for (int qp_round = 0; qp_round < 600; ++qp_round) {
     sn::QueueConfig qc;
     qc.sq_wqebbs = qp_round % 3 == 0 ? 64 : 256;  // 64: windows wrap the ring often
     qc.cq_entries = 256;
@@ -433,23 +562,25 @@ static void check_passes_match_serial(std::mt19937& rng) {
     for (int round = 0; round < 25 && !q.error; ++round) {
       av.extended = rng() % 2 == 0;
       const m::AddressVector* avp = qc.dc ? &av : nullptr;
-      // A batch that fits the ring: up to 40 WQEs, each up to 4 WQEBBs.
+      // A batch that fits the ring: up to 40 WQEs (64 of aligned writes), each up to 4 WQEBBs.
       const uint32_t budget = qc.sq_wqebbs - 4;
       uint32_t used = 0, dst_off = 0, fetch_slot = 0;
-      const uint32_t n = 1 + rng() % 40;
       const bool inject_error = rng() % 10 == 0, inject_stale = !inject_error && rng() % 12 == 0;
       // Some batches hold only writes of at most one 16-byte block (the 8-byte puts): lanes copy their own.
       const bool small = rng() % 3 == 0;
       // Some hold pointer writes of one length from and to 16-byte boundaries (a sweep's pointer
-      // puts), half of them ending in a partial block, with an atomic now and then: epochs of
-      // aligned copies.
+      // puts), half of them ending in a partial block, half with an atomic now and then: epochs of
+      // aligned copies, and on a helped block's QP, deferred passes (one after another when a batch
+      // spans passes).
       const bool aligned = !small && rng() % 4 == 0;
+      const bool signals = rng() % 2 == 0;
+      const uint32_t n = 1 + rng() % (aligned ? 64 : 40);
       const uint32_t aligned_len = 16 * (1 + rng() % (rng() % 2 ? 16 : 300)) + (rng() % 2 ? rng() % 16 : 0);
       const uint32_t bad_at = rng() % n;
       for (uint32_t i = 0; i < n && used + 4 <= budget; ++i) {
         m::WqeImage img;
         const m::WqeHeader h = sq.header(rng() % 3 != 0);
-        const uint32_t kind = aligned ? (rng() % 8 == 0 ? 8 : 0) : rng() % 10;
+        const uint32_t kind = aligned ? (signals && rng() % 8 == 0 ? 8 : 0) : rng() % 10;
         uint32_t ds = 0;
         // Destinations never overlap within a batch (a pass may land payloads in any order).
         const uint32_t align = aligned ? 16 - dst_off % 16 : small ? 8 * (rng() % 2) : rng() % 16;
@@ -512,7 +643,7 @@ static void check_passes_match_serial(std::mt19937& rng) {
       CheckIo io;
       io.readable = {{src, sizeof src}};
       sn::Counters serial_ctr, warp_ctr;
-      drain(q, nic.tables(), db, serial_ctr, false, io, st);
+      drain(q, nic.tables(), db, serial_ctr, false, io, st, nullptr);
       const sn::QpState after_serial = q;
       std::vector<uint8_t> dst_serial(dst.begin(), dst.begin() + dst_off + 64);
       uint64_t atomics_serial[64], fetched_serial[4096];
@@ -524,7 +655,8 @@ static void check_passes_match_serial(std::mt19937& rng) {
       std::memcpy(atomics, atomics_before, sizeof atomics);
       std::memcpy(fetched, fetched_before, sizeof fetched);
       std::memcpy(nic.cq(qp).buf, cq_before.data(), cq_bytes);
-      drain(q, nic.tables(), db, warp_ctr, true, io, st);
+      SimBlock block;  // half the QPs are a helped block's
+      drain(q, nic.tables(), db, warp_ctr, true, io, st, qp_round % 2 == 0 ? &block : nullptr);
       const std::string where = "QP round " + std::to_string(qp_round) + " batch " + std::to_string(round);
       CHECK(io.bad_loads == 0, "%s: %d loads outside readable memory", where.c_str(), io.bad_loads);
       CHECK(q.ci == after_serial.ci && q.cq_pi == after_serial.cq_pi && q.error == after_serial.error,
@@ -550,21 +682,26 @@ static void check_passes_match_serial(std::mt19937& rng) {
   }
   CHECK(st.shared_copies > 100 && st.aligned_copies > 100 && st.aligned_tails > 50 && st.own_copies > 100 &&
             st.multi_wqebb > 100 && st.atomic_epochs > 100 && st.serial > 50 && rounds_with_error > 10 &&
-            stale_rounds > 10,
+            stale_rounds > 10 && st.deferred > 20 && st.deferred_tails > 10 && st.published_after_post > 10 &&
+            st.flushed > 10,
         "coverage: %llu shared copies, %llu aligned (%llu with tails), %llu own-lane copies, %llu multi-WQEBB passes, "
-        "%llu atomics, %llu serial passes, %llu error rounds, %llu stale rounds",
+        "%llu atomics, %llu serial passes, %llu error rounds, %llu stale rounds; deferred passes %llu (%llu with tails), "
+        "%llu published after the next post, %llu flushed",
         (unsigned long long)st.shared_copies, (unsigned long long)st.aligned_copies,
         (unsigned long long)st.aligned_tails, (unsigned long long)st.own_copies, (unsigned long long)st.multi_wqebb,
         (unsigned long long)st.atomic_epochs, (unsigned long long)st.serial, (unsigned long long)rounds_with_error,
-        (unsigned long long)stale_rounds);
+        (unsigned long long)stale_rounds, (unsigned long long)st.deferred, (unsigned long long)st.deferred_tails,
+        (unsigned long long)st.published_after_post, (unsigned long long)st.flushed);
   std::printf("warp passes == serial path: %llu passes (%llu serial), %llu shared, %llu aligned (%llu with tails) and "
               "%llu own-lane copy epochs, %llu passes with multi-WQEBB WQEs, %llu atomics, %llu batches with an error, "
-              "%llu with a stale ctrl\n",
+              "%llu with a stale ctrl; a helped block's deferred passes: %llu (%llu with tails), %llu published after the "
+              "next pass posted, %llu flushed\n",
               (unsigned long long)st.passes, (unsigned long long)st.serial, (unsigned long long)st.shared_copies,
               (unsigned long long)st.aligned_copies, (unsigned long long)st.aligned_tails,
               (unsigned long long)st.own_copies, (unsigned long long)st.multi_wqebb,
               (unsigned long long)st.atomic_epochs, (unsigned long long)rounds_with_error,
-              (unsigned long long)stale_rounds);
+              (unsigned long long)stale_rounds, (unsigned long long)st.deferred, (unsigned long long)st.deferred_tails,
+              (unsigned long long)st.published_after_post, (unsigned long long)st.flushed);
 }
 
 int main() {

@@ -279,7 +279,7 @@ struct BlockCopyJob {
 };
 
 // A pass whose copies the helpers are still moving while warp 0 goes on to the next pass: its
-// CQEs, staged here, are published once those copies are done (publish_pending): after the next
+// CQEs, staged here, are published once those copies are done (publish_staged): after the next
 // pass's copies were posted, when that pass is deferred too. So a pass's window and checks overlap
 // the previous pass's copies, the CQEs' release overlaps the next pass's copies, and the copies stay
 // in WQE order.
@@ -322,21 +322,11 @@ __device__ __noinline__ void help_copies(BlockCopyJob& job, uint32_t wib, uint32
   }
 }
 
-// The pending pass (when one is: `pending`, warp 0's, uniform): waiting for its copies, and
-// publishing its CQEs, apart, so that warp 0 can post the next pass's copies between the two (the
-// helpers need not wait for the CQEs' system-scope release). Called by warp 0's 32 lanes.
-// Returns whether a pass was pending; its copies are done.
-__device__ __forceinline__ bool await_pending_copies(bool& pending) {
-  if (!pending) return false;
-  pending = false;
-  block_barrier(kJobDone);
-  return true;
-}
-
-// The pending pass's CQEs, after await_pending_copies: the barrier made the helpers' payload stores
-// happen before the writers' system-scope release of each CQE's tail, as in service_chunk, 5.
-// `unfenced` (see run_effects) clears when a CQE was released.
-__device__ __forceinline__ void publish_pending(BlockShared* bs, uint32_t lane, bool& unfenced) {
+// The pending pass's staged CQEs, once its copies are done: the kJobDone barrier made the helpers'
+// payload stores happen before the writers' system-scope release of each CQE's tail, as in
+// service_chunk, 5. `unfenced` (see run_effects) clears when a CQE was released. Called by warp 0's
+// 32 lanes.
+__device__ __forceinline__ void publish_staged(BlockShared* bs, uint32_t lane, bool& unfenced) {
   PendingPass& p = bs->pending;
   const bool writer = ((p.writers >> lane) & 1u) != 0;
   if (writer)
@@ -344,21 +334,6 @@ __device__ __forceinline__ void publish_pending(BlockShared* bs, uint32_t lane, 
   __syncwarp();
   if (writer) order::st_release_sys_u32(&p.dst[lane]->w[15], p.tail[lane]);
   if (p.writers != 0) unfenced = false;
-  __syncwarp();
-}
-
-// Both (nothing when no pass is pending).
-__device__ __forceinline__ void flush_pending(BlockShared* bs, uint32_t lane, bool& pending, bool& unfenced) {
-  if (await_pending_copies(pending)) publish_pending(bs, lane, unfenced);
-}
-
-// Before the serial path (which may run an atomic): the warp's earlier writes fenced, and the
-// pending pass's CQEs out.
-__device__ void settle_before_serial(BlockShared* bs, uint32_t lane, bool& pending, bool& unfenced) {
-  flush_pending(bs, lane, pending, unfenced);
-  __syncwarp();
-  if (unfenced && lane == 0) order::fence_acq_rel_sys();
-  unfenced = false;
   __syncwarp();
 }
 
@@ -479,6 +454,52 @@ __device__ void run_effects(WarpScratch& ws, BlockCopyJob* job, uint32_t remaini
   }
 }
 
+// warp_plan.h's Block (run_pass_effects, flush_pending_pass) for a warp of the engine: a helped
+// block's barriers and staging, and the warp's own effects. A flush needs only `bs` and `lane`; a
+// warp that copies alone (bs null) never defers a pass, so never awaits or publishes one.
+struct EngineBlock {
+  BlockShared* bs;
+  uint32_t lane;
+  // The pass's effects (run_pass_effects only).
+  WarpScratch* ws = nullptr;
+  uint32_t starts = 0, copy_lanes = 0, atomic_lanes = 0;
+  const EffectRecorder* rec = nullptr;
+  GpuMem* mem = nullptr;
+  AlignedEpoch ae{0u, 0u, false};
+  CopyDesc* descs = nullptr;
+
+  __device__ bool post_ready() {
+    descs = bs->copies[bs->next_buf];
+    ae = aligned_epoch(copy_lanes, rec->move, lane, 2u, descs);
+    return ae.nb != 0;
+  }
+  __device__ void await_copies() { block_barrier(kJobDone); }
+  __device__ void post_copies() {
+    if (lane == 0) {
+      bs->job = BlockCopyJob{descs, ae.nb, ae.total, 0u, 0u};
+      bs->next_buf ^= 1u;
+    }
+    block_barrier(kJobPosted);
+  }
+  __device__ void move_tails() { aligned_tails(copy_lanes, rec->move, ae, lane); }
+  __device__ void publish_pending(bool& unfenced) { publish_staged(bs, lane, unfenced); }
+  __device__ void run_effects(bool& unfenced) {
+    softnic::run_effects(*ws, bs != nullptr ? &bs->job : nullptr, starts, copy_lanes, atomic_lanes, *rec, lane, *mem,
+                         unfenced);
+  }
+};
+
+// Before the serial path (which may run an atomic): the pending pass's CQEs out, and the warp's
+// earlier writes fenced.
+__device__ void settle_before_serial(BlockShared* bs, uint32_t lane, bool& pending, bool& unfenced) {
+  EngineBlock b{bs, lane};
+  flush_pending_pass(b, pending, unfenced);
+  __syncwarp();
+  if (unfenced && lane == 0) order::fence_acq_rel_sys();
+  unfenced = false;
+  __syncwarp();
+}
+
 struct KernelArgs {
   QpState* qps;
   uint32_t num_qps;
@@ -526,13 +547,12 @@ __device__ __forceinline__ void complete_in_slot(const QpState& q, const CqeSlot
 // One pass over the QP's doorbell window by the whole warp (see warp_plan.h). Returns WQEs executed.
 // `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
 // `bs`: the helped block's shared state (null: the warp copies alone).
-// `pending`: see await_pending_copies; `unfenced`: see run_effects (both the warp's, carried from pass to
+// `pending`: see run_pass_effects; `unfenced`: see run_effects (both the warp's, carried from pass to
 // pass).
 __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
                                   WarpScratch& ws, BlockShared* bs, WindowPrefetch& pf, bool& pending,
                                   bool& unfenced) {
   const uint32_t lane = threadIdx.x & 31;
-  BlockCopyJob* job = bs != nullptr ? &bs->job : nullptr;
   GpuMem mem;
   PhaseClock ph;
   ph.count(kPhPasses);  // every pass, the serial path's too (its steps are not marked)
@@ -591,34 +611,11 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   // 4. The effects.
   const uint32_t copy_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kCopy && rec.move.len != 0);
   const uint32_t atomic_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kFetchAdd);
-  // A helped pass of aligned copies only, longer than a round: the helpers move them while this
-  // warp goes on; its CQEs wait, staged, until those copies are done: publish_pending once the next
-  // pass has posted its own copies, or flush_pending (a pass that is not deferred, the serial path,
-  // the end of the doorbell's drain).
-  bool deferred = false;
-  if (bs != nullptr && atomic_lanes == 0 && copy_lanes != 0) {
-    const uint32_t buf = bs->next_buf;
-    CopyDesc* descs = bs->copies[buf];
-    const AlignedEpoch ae = aligned_epoch(copy_lanes, rec.move, lane, 2u, descs);
-    if (ae.nb != 0) {
-      // The previous pass's copies done, this pass's posted, and only then the previous pass's CQEs.
-      const bool had_pending = await_pending_copies(pending);
-      if (lane == 0) {
-        bs->job = BlockCopyJob{descs, ae.nb, ae.total, 0u, 0u};
-        bs->next_buf = buf ^ 1u;
-      }
-      block_barrier(kJobPosted);
-      aligned_tails(copy_lanes, rec.move, ae, lane);  // before the CQEs: the kJobDone barrier orders them too
-      if (had_pending) publish_pending(bs, lane, unfenced);
-      deferred = true;
-      pending = true;
-      unfenced = true;
-    }
-  }
-  if (!deferred) {
-    flush_pending(bs, lane, pending, unfenced);
-    run_effects(ws, job, pre.starts, copy_lanes, atomic_lanes, rec, lane, mem, unfenced);
-  }
+  // A helped pass of aligned copies only, longer than a round, is deferred: the helpers move its
+  // copies while this warp goes on, and its CQEs wait, staged (warp_plan.h, run_pass_effects).
+  EngineBlock eb{bs, lane, &ws, pre.starts, copy_lanes, atomic_lanes, &rec, &mem};
+  const bool deferred =
+      run_pass_effects(eb, bs != nullptr && atomic_lanes == 0 && copy_lanes != 0, pending, unfenced);
   ph.mark(kPhEffects);
   // The next window of this doorbell, if any, while the CQEs below wait for their round trip. The
   // WQEs in it were rung before the doorbell this pass serves was read, like the ones read above;
@@ -699,7 +696,7 @@ __global__ void engine_kernel(KernelArgs a) {
   __syncwarp();
   Counters ctr;
   bool unfenced = false;  // see run_effects
-  bool pending = false;   // see await_pending_copies
+  bool pending = false;   // see run_pass_effects
   const unsigned long long started = order::globaltimer_ns();
   uint32_t idle = 0;
   for (uint32_t iter = 0;; ++iter) {
@@ -745,7 +742,8 @@ __global__ void engine_kernel(KernelArgs a) {
           ph.restart();
           if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
         }
-        flush_pending(bs, static_cast<uint32_t>(lane), pending, unfenced);  // the drain's last CQEs
+        EngineBlock eb{bs, static_cast<uint32_t>(lane)};
+        flush_pending_pass(eb, pending, unfenced);  // the drain's last CQEs
       }
       __syncwarp();
       if (!own_one && lane == 0) g = q;

@@ -15,6 +15,8 @@
 //      blocks, all of one length, take a shorter road (aligned_round);
 //   5. CQEs: cqe_slot says which lane writes which CQE (each signaled WQE its own, in order; a
 //      collapsed CQ only the newest).
+// A helped block's pass may be deferred (run_pass_effects): its copies left to the block's helpers,
+// its CQEs staged until they are done.
 #pragma once
 
 #include <cstdint>
@@ -406,6 +408,54 @@ GICOMM_HD CqeSlot cqe_slot(uint32_t lane, uint32_t signaled, uint32_t cq_pi, boo
   s.write = true;
   s.cq_pi = cq_pi + before;
   return s;
+}
+
+// ---- a helped block's deferred passes ---------------------------------------------------------------
+// When a block's warp 0 serves one QP and its other warps help it copy (gpu_engine.cu, BlockCopyJob),
+// a pass of aligned copies only, at least two rounds long, is deferred: the helpers move its copies
+// while warp 0 goes on to the next pass, and its CQEs wait, staged, until those copies are done. The
+// order, one function for the gpu engine (whose Block waits at the block's barriers) and
+// test_warp_plan (whose helpers move a pass's copies only when it is awaited):
+//   - a deferred pass: the pending pass's copies awaited, this pass's copies posted and its tails
+//     moved by their own lanes, and only then the pending pass's CQEs published; this pass becomes
+//     the pending one (its CQEs go to the staging, not the CQ);
+//   - any other pass, the serial path and the end of a doorbell's drain: the pending pass flushed
+//     (awaited, then published) before anything else.
+// So a CQE never goes out before every payload byte of its pass, and CQEs go out in pass order.
+// Block (all of it called by the whole warp, results uniform):
+//   bool post_ready()     this pass's copies take the deferred road (and are laid out for it);
+//   void await_copies()   the pending pass's copies are done;
+//   void post_copies()    this pass's copies handed to the helpers;
+//   void move_tails()     this pass's partial last blocks, by their own lanes;
+//   void publish_pending(bool& unfenced)   the pending pass's staged CQEs released;
+//   void run_effects(bool& unfenced)       the pass's effects in the warp, atomics in order.
+// `pending`: a deferred pass waits for its CQEs; `unfenced`: the warp wrote since its last
+// system-scope release (the fence an atomic needs after the writes before it).
+template <class Block>
+GICOMM_HD void flush_pending_pass(Block& b, bool& pending, bool& unfenced) {
+  if (!pending) return;
+  pending = false;
+  b.await_copies();
+  b.publish_pending(unfenced);
+}
+
+// The effects of a pass that may be deferred (`deferrable`: a helped block's pass of copies and no
+// atomic). Returns whether it was deferred.
+template <class Block>
+GICOMM_HD bool run_pass_effects(Block& b, bool deferrable, bool& pending, bool& unfenced) {
+  if (deferrable && b.post_ready()) {
+    const bool had_pending = pending;
+    if (had_pending) b.await_copies();
+    b.post_copies();
+    b.move_tails();  // this pass's own; the await before its CQEs orders them too
+    if (had_pending) b.publish_pending(unfenced);
+    pending = true;
+    unfenced = true;
+    return true;
+  }
+  flush_pending_pass(b, pending, unfenced);
+  b.run_effects(unfenced);
+  return false;
 }
 
 }  // namespace gicomm::softnic
