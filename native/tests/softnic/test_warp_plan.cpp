@@ -244,6 +244,32 @@ struct PassStats {
   uint64_t deferred = 0, deferred_tails = 0, published_after_post = 0, flushed = 0;
 };
 
+// The copies of lanes `lanes` compacted in lane order (aligned_epoch's layout), and whether they
+// take the aligned road: all from and to 16-byte boundaries, all of one length.
+struct AlignedPack {
+  sn::CopyDesc packed[kWarpLanes];
+  uint32_t len0 = 0, nb = 0, total = 0;
+  bool aligned = true;
+  AlignedPack(uint32_t lanes, const sn::EffectRecorder* rec) {
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < kWarpLanes; ++l) {
+      if (((lanes >> l) & 1u) == 0) continue;
+      if (n == 0) len0 = rec[l].move.len;
+      aligned = aligned && sn::aligned_start(rec[l].move) && rec[l].move.len == len0;
+      packed[n++] = rec[l].move;
+    }
+    nb = len0 / 16;
+    total = n * nb;
+  }
+};
+
+// Each copy lane's partial last block (aligned_tails).
+static void move_aligned_tails(CheckIo& io, uint32_t lanes, const sn::EffectRecorder* rec, uint32_t nb) {
+  for (uint32_t l = 0; l < kWarpLanes; ++l)
+    if ((lanes >> l) & 1u)
+      sn::copy_blocks<1>(io, [&](int, sn::BlockPlan* p) { return sn::aligned_tail(rec[l].move, nb, p); });
+}
+
 // warp_copy: payloads of at most one block each by their own lanes; whole aligned blocks of one
 // length by aligned_round; else the blocks dealt out.
 static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo& io, PassStats& st) {
@@ -265,24 +291,13 @@ static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo
   }
   // Aligned copies of one length: the compacted copies' whole blocks by arithmetic, the tails by
   // their own lanes.
-  uint32_t len0 = 0, n = 0;
-  bool aligned = true;
-  sn::CopyDesc packed[kWarpLanes];
-  for (uint32_t l = 0; l < kWarpLanes; ++l) {
-    if (((lanes >> l) & 1u) == 0) continue;
-    if (n == 0) len0 = rec[l].move.len;
-    aligned = aligned && sn::aligned_start(rec[l].move) && rec[l].move.len == len0;
-    packed[n++] = rec[l].move;
-  }
-  if (aligned) {
+  const AlignedPack a(lanes, rec);
+  if (a.aligned) {
     ++st.aligned_copies;
-    if (len0 % 16 != 0) ++st.aligned_tails;
-    const uint32_t nb = len0 / 16, total = n * nb;
-    for (uint32_t l = 0; l < kWarpLanes; ++l)
-      if ((lanes >> l) & 1u)
-        sn::copy_blocks<1>(io, [&](int, sn::BlockPlan* p) { return sn::aligned_tail(rec[l].move, nb, p); });
-    for (uint32_t r = 0; r < sn::aligned_rounds(total); ++r)
-      for (uint32_t l = 0; l < kWarpLanes; ++l) sn::aligned_round(io, packed, nb, total, r, l);
+    if (a.len0 % 16 != 0) ++st.aligned_tails;
+    move_aligned_tails(io, lanes, rec, a.nb);
+    for (uint32_t r = 0; r < sn::aligned_rounds(a.total); ++r)
+      for (uint32_t l = 0; l < kWarpLanes; ++l) sn::aligned_round(io, a.packed, a.nb, a.total, r, l);
     return;
   }
   ++st.shared_copies;
@@ -329,25 +344,15 @@ struct SimPass {
   PassStats& st;
   const sn::EffectRecorder* rec;
   uint32_t starts, copy_lanes, atomic_lanes;
-  sn::CopyDesc packed[kWarpLanes];
-  uint32_t nb = 0, total = 0, len0 = 0;
+  AlignedPack epoch{0u, nullptr};  // this pass's copies (post_ready)
 
   SimPass(SimBlock* b, CheckIo& i, PassStats& s, const sn::EffectRecorder* r = nullptr, uint32_t st_lanes = 0,
           uint32_t copies = 0, uint32_t atomics = 0)
       : blk(b), io(i), st(s), rec(r), starts(st_lanes), copy_lanes(copies), atomic_lanes(atomics) {}
 
   bool post_ready() {  // aligned_epoch with two rounds at least
-    uint32_t n = 0;
-    bool aligned = true;
-    for (uint32_t l = 0; l < kWarpLanes; ++l) {
-      if (((copy_lanes >> l) & 1u) == 0) continue;
-      if (n == 0) len0 = rec[l].move.len;
-      aligned = aligned && sn::aligned_start(rec[l].move) && rec[l].move.len == len0;
-      packed[n++] = rec[l].move;
-    }
-    nb = len0 / 16;
-    total = n * nb;
-    return aligned && nb != 0 && sn::aligned_rounds(total) >= 2;
+    epoch = AlignedPack(copy_lanes, rec);
+    return epoch.aligned && epoch.nb != 0 && sn::aligned_rounds(epoch.total) >= 2;
   }
   void await_copies() {
     CHECK(blk->posted, "await with no copies posted");
@@ -357,18 +362,16 @@ struct SimPass {
   }
   void post_copies() {
     CHECK(!blk->posted, "copies posted over copies not yet awaited");
-    std::copy(packed, packed + kWarpLanes, blk->job);
-    blk->job_nb = nb;
-    blk->job_total = total;
+    std::copy(epoch.packed, epoch.packed + kWarpLanes, blk->job);
+    blk->job_nb = epoch.nb;
+    blk->job_total = epoch.total;
     blk->posted = true;
     blk->had_pending = !blk->staged_copies.empty() || !blk->staged.empty();
     ++st.deferred;
   }
   void move_tails() {
-    if (len0 % 16 != 0) ++st.deferred_tails;
-    for (uint32_t l = 0; l < kWarpLanes; ++l)
-      if ((copy_lanes >> l) & 1u)
-        sn::copy_blocks<1>(io, [&](int, sn::BlockPlan* p) { return sn::aligned_tail(rec[l].move, nb, p); });
+    if (epoch.len0 % 16 != 0) ++st.deferred_tails;
+    move_aligned_tails(io, copy_lanes, rec, epoch.nb);
   }
   void publish_pending(bool& unfenced) {
     for (const sn::CopyDesc& c : blk->staged_copies)
