@@ -615,7 +615,7 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   // copies while this warp goes on, and its CQEs wait, staged (warp_plan.h, run_pass_effects).
   EngineBlock eb{bs, lane, &ws, pre.starts, copy_lanes, atomic_lanes, &rec, &mem};
   const bool deferred =
-      run_pass_effects(eb, bs != nullptr && atomic_lanes == 0 && copy_lanes != 0, pending, unfenced);
+      run_pass_effects(eb, deferrable_pass(bs != nullptr, copy_lanes, atomic_lanes), pending, unfenced);
   ph.mark(kPhEffects);
   // The next window of this doorbell, if any, while the CQEs below wait for their round trip. The
   // WQEs in it were rung before the doorbell this pass serves was read, like the ones read above;

@@ -439,8 +439,14 @@ GICOMM_HD void flush_pending_pass(Block& b, bool& pending, bool& unfenced) {
   b.publish_pending(unfenced);
 }
 
-// The effects of a pass that may be deferred (`deferrable`: a helped block's pass of copies and no
-// atomic). Returns whether it was deferred.
+// Whether a pass may be deferred: a helped block's, with copies and no atomic (an atomic needs the
+// writes before it done, in the warp). run_pass_effects then asks the Block whether the copies take
+// the aligned road, at least two rounds long.
+GICOMM_HD bool deferrable_pass(bool helped, uint32_t copy_lanes, uint32_t atomic_lanes) {
+  return helped && atomic_lanes == 0 && copy_lanes != 0;
+}
+
+// The effects of a pass (`deferrable`: deferrable_pass). Returns whether it was deferred.
 template <class Block>
 GICOMM_HD bool run_pass_effects(Block& b, bool deferrable, bool& pending, bool& unfenced) {
   if (deferrable && b.post_ready()) {
