@@ -7,7 +7,10 @@
 // address vectors, WQEs that fail their checks (then the flushes) and stale ctrl segments. Half
 // the QPs are a helped block's, whose passes of long aligned copies are deferred (run_pass_effects,
 // the order the GPU runs): their copies move only when the next step awaits them, and every staged
-// CQE is checked to go out after its pass's last payload byte.
+// CQE is checked to go out after its pass's last payload byte. A helped block's QP with more than a
+// window rung takes block passes (sub-windows checked by the block's warps): their warps' payloads
+// land last sub-window first and their CQEs go out last sub-window first, the reverse of the serial
+// order, as the GPU's warps may.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -129,6 +132,59 @@ static void check_prefix_epochs_slots(std::mt19937& rng) {
   }
 }
 
+// A block pass's rules (warp_plan.h): how many sub-windows, which it takes, where each one's CQEs go.
+static void check_block_pass_rules(std::mt19937& rng) {
+  CHECK(sn::sub_window_count(32, 256, 8) == 1 && sn::sub_window_count(33, 256, 8) == 2 &&
+            sn::sub_window_count(256, 256, 8) == 8 && sn::sub_window_count(256, 256, 3) == 3,
+        "sub-windows: one per rung window, at most one per warp");
+  CHECK(sn::sub_window_count(300, 64, 8) == 2, "sub-windows never past the ring (a doorbell rung too far)");
+  // {first, end, wqes, signaled, atomics, deferrable}
+  const sn::SubWindow whole{0, 32, 32, 4, 0, 0}, cut{0, 30, 10, 1, 0, 0}, atomic{0, 32, 20, 2, 1, 0},
+      empty{0, 0, 0, 0, 0, 0}, past{0, 33, 11, 0, 0, 0}, entry1{1, 32, 31, 0, 0, 0};
+  const sn::SubWindow a[] = {whole, whole, cut, whole};
+  CHECK(sn::block_pass_warps(a, 4, 8) == 3, "a sub-window that ran short ends the pass after it");
+  CHECK(sn::block_pass_warps(a, 1, 8) == 1, "one sub-window checked");
+  CHECK(sn::block_pass_consumed(a, 3) == 64 + 30, "the pass ends where its last sub-window's run ends");
+  const sn::SubWindow b[] = {whole, atomic, whole};
+  CHECK(sn::block_pass_warps(b, 3, 8) == 1, "a sub-window with an atomic is not taken after another");
+  const sn::SubWindow c[] = {atomic, whole};
+  CHECK(sn::block_pass_warps(c, 2, 8) == 1, "an atomic in the first sub-window: its warp alone");
+  const sn::SubWindow d[] = {whole, whole, empty, whole};
+  CHECK(sn::block_pass_warps(d, 4, 8) == 2, "a sub-window with nothing to run (a bad WQE at its head) is not taken");
+  const sn::SubWindow e[] = {past, entry1, past, whole};
+  CHECK(sn::block_pass_warps(e, 4, 8) == 3 && sn::block_pass_consumed(e, 3) == 64 + 33,
+        "a WQE reaching past a sub-window's end: the next is taken from exactly where it ends");
+  const sn::SubWindow f[] = {past, whole};
+  CHECK(sn::block_pass_warps(f, 2, 8) == 1, "an entry that is not where the previous run ended is not taken");
+  sn::SubWindow g[8] = {whole, whole, whole, whole, whole, whole, whole, whole};
+  g[0].deferrable = 1;
+  CHECK(sn::block_pass_warps(g, 3, 8) == 1 && sn::block_pass_warps(g, 8, 8) == 8,
+        "warp 0's deferrable pass alone unless every warp of the block takes a sub-window");
+  for (int round = 0; round < 2000; ++round) {
+    sn::SubWindow s[8];
+    const uint32_t n = 1 + rng() % 8;
+    uint32_t end = 32;  // each sub-window entered where the one before ended
+    for (uint32_t v = 0; v < n; ++v) {
+      const uint32_t first = v == 0 ? 0u : end - 32, next_end = 32 + rng() % 4;
+      s[v] = sn::SubWindow{first, next_end, 1 + uint32_t(rng() % 32), uint32_t(rng() % 3), 0, 0};
+      end = next_end;
+    }
+    const uint32_t k = sn::block_pass_warps(s, n, 8);
+    CHECK(k == n, "chained whole sub-windows without atomics are all taken (%u of %u)", k, n);
+    const uint32_t pi = static_cast<uint32_t>(rng());
+    uint32_t expect = pi, last_signaling = n;
+    for (uint32_t v = 0; v < n; ++v) {
+      CHECK(sn::block_cq_pi(s, v, pi) == expect, "CQ index of sub-window %u", v);
+      expect += s[v].signaled;
+      if (s[v].signaled) last_signaling = v;
+      CHECK(sn::block_cqe_writer(s, n, v, false), "a CQ of entries: every sub-window writes");
+    }
+    for (uint32_t v = 0; v < n; ++v)
+      CHECK(sn::block_cqe_writer(s, n, v, true) == (v >= last_signaling || last_signaling == n),
+            "a collapsed CQ: only the last sub-window that signals writes (sub-window %u)", v);
+  }
+}
+
 // Host memory behind copy_blocks: loads and stores of the host, with the loads checked against the
 // readable ranges (a chunk must lie inside one) and every stored byte counted.
 struct CheckIo {
@@ -238,6 +294,11 @@ struct HostMem {
 struct PassStats {
   uint64_t passes = 0, serial = 0, shared_copies = 0, aligned_copies = 0, aligned_tails = 0, own_copies = 0,
            multi_wqebb = 0, atomic_epochs = 0;
+  // Block passes: taken (two sub-windows or more), of four or more, those that left checked
+  // sub-windows to the next pass, passes whose sub-windows were checked and only warp 0's taken, and
+  // block passes into a collapsed CQ with signaled WQEs in two sub-windows or more; sub-windows taken
+  // from an entry past their first lane (the WQE before reached into them).
+  uint64_t block_passes = 0, block_wide = 0, block_cut = 0, block_alone = 0, block_collapsed = 0, block_entries = 0;
   // A helped block's deferred passes: all of them, those with tails, those whose CQEs went out, and
   // of those the ones published after the next pass posted its copies (the rest were flushed: the
   // next pass not deferred, the serial path, the drain's end).
@@ -262,6 +323,8 @@ struct AlignedPack {
     nb = len0 / 16;
     total = n * nb;
   }
+  // They take the deferred road (EngineBlock::post_ready: aligned_epoch with two rounds at least).
+  bool deferrable() const { return aligned && nb != 0 && sn::aligned_rounds(total) >= 2; }
 };
 
 // Each copy lane's partial last block (aligned_tails).
@@ -318,6 +381,7 @@ static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo
 // and the pending pass's staged CQEs with that pass's copies, checked to have landed before the
 // CQEs go out.
 struct SimBlock {
+  uint32_t warps = 8;  // the block's warps (its sub-windows of a block pass)
   sn::CopyDesc job[kWarpLanes];
   uint32_t job_nb = 0, job_total = 0;
   bool posted = false;
@@ -350,9 +414,9 @@ struct SimPass {
           uint32_t copies = 0, uint32_t atomics = 0)
       : blk(b), io(i), st(s), rec(r), starts(st_lanes), copy_lanes(copies), atomic_lanes(atomics) {}
 
-  bool post_ready() {  // aligned_epoch with two rounds at least
+  bool post_ready() {
     epoch = AlignedPack(copy_lanes, rec);
-    return epoch.aligned && epoch.nb != 0 && sn::aligned_rounds(epoch.total) >= 2;
+    return epoch.deferrable();
   }
   void await_copies() {
     CHECK(blk->posted, "await with no copies posted");
@@ -410,6 +474,108 @@ struct SimWarp {
   }
 };
 
+// Steps 1-3 of a pass (gpu_engine.cu's check_window), lane by lane, over the window of `avail`
+// WQEBBs rung from `ci`. Stays in place: inline payloads are copied from its window.
+struct SimChecked {
+  alignas(16) m::Seg16 window[sn::kWindowSegs];
+  uint32_t first = 0;
+  sn::Prefix pre{0, 0};
+  sn::EffectRecorder rec[kWarpLanes];
+  sn::ExecResult r[kWarpLanes];
+  uint32_t copy_lanes = 0, atomic_lanes = 0, signaled = 0;
+  uint64_t bytes = 0;
+  // The block pass's view of it; `deferrable`: its pass alone would be deferred (post_ready: aligned
+  // copies of at least two rounds; asked of warp 0's only).
+  sn::SubWindow sub(bool deferrable = false) const {
+    return sn::SubWindow{first,
+                         pre.consumed,
+                         static_cast<uint32_t>(__builtin_popcount(pre.starts)),
+                         static_cast<uint32_t>(__builtin_popcount(signaled)),
+                         static_cast<uint32_t>(__builtin_popcount(atomic_lanes)),
+                         deferrable ? 1u : 0u};
+  }
+};
+
+static void sim_check_window(const sn::QpState& q, const sn::Tables& t, uint32_t ci, uint32_t avail, uint32_t limit,
+                             bool find_entry, SimChecked& c) {
+  const uint32_t n_read = sn::window_reads(avail, q.sq.wqe_cnt, limit);
+  // 1. The window (lanes not read keep garbage, as shared memory would).
+  std::memset(c.window, 0xcd, sizeof c.window);
+  for (uint32_t s = 0; s < 4 * sn::kSubWindowReads; ++s)
+    if (s / 4 < n_read) std::memcpy(&c.window[s], m::wqebb_ptr(q.sq.buf, q.sq.wqe_cnt, ci + s / 4) + 16 * (s % 4), 16);
+  // 2. Starts.
+  uint32_t ok = 0;
+  sn::NbbPlanes planes{0, 0};
+  for (uint32_t lane = 0; lane < kWarpLanes; ++lane) {
+    bool ctrl_ok = false;
+    uint32_t nbb = 1;
+    if (lane < n_read) {  // lanes past n_read are not read (n_read may exceed the lanes)
+      const m::CtrlFields f = m::decode_ctrl(c.window[4 * lane]);
+      ctrl_ok = f.wqe_index == static_cast<uint16_t>(ci + lane) && f.qpn == q.sq.qpn && f.ds >= 1 && f.ds <= m::kMaxDs;
+      nbb = ctrl_ok ? m::wqebbs_of_ds(f.ds) : 1u;
+    }
+    ok |= uint32_t(ctrl_ok) << lane;
+    planes.bit0 |= ((nbb - 1) & 1u) << lane;
+    planes.bit1 |= (((nbb - 1) >> 1) & 1u) << lane;
+  }
+  c.first = find_entry ? sn::sub_window_entry(ok) : 0u;
+  const sn::WindowPlan plan = sn::plan_window_planes(ok, planes, n_read, avail, c.first);
+  // 3. Checks and effects recorded.
+  uint32_t good = 0;
+  for (uint32_t lane = 0; lane < kWarpLanes; ++lane) {
+    if (((plan.starts >> lane) & 1u) == 0) continue;
+    c.r[lane] = sn::execute_wqe<true>(t, *reinterpret_cast<const m::WqeImage*>(&c.window[4 * lane]), q.dc != 0, c.rec[lane]);
+    good |= uint32_t(c.r[lane].syndrome == 0 && c.rec[lane].calls <= 1) << lane;
+  }
+  c.pre = sn::executable_prefix(plan, good);
+  for (uint32_t lane = 0; lane < kWarpLanes; ++lane) {
+    const bool mine = (c.pre.starts >> lane) & 1u;
+    c.copy_lanes |= uint32_t(mine && c.rec[lane].kind == sn::EffectRecorder::kCopy && c.rec[lane].move.len != 0) << lane;
+    c.atomic_lanes |= uint32_t(mine && c.rec[lane].kind == sn::EffectRecorder::kFetchAdd) << lane;
+    c.signaled |= uint32_t(mine && c.r[lane].signaled) << lane;
+    if (mine) c.bytes += c.r[lane].byte_cnt;
+  }
+}
+
+// The rest of a block pass of k sub-windows: every taken warp's payloads, last sub-window first,
+// with the effects the engine's warps run (the helpers no atomics: block_pass_warps takes none after
+// the first sub-window, and one taken would be lost, not run out of order); then every CQE, last
+// sub-window first (on a collapsed CQ an older CQE written after the newest would show); the QP
+// advanced by all of them.
+static void sim_block_pass(sn::QpState& q, const SimChecked* c, const sn::SubWindow* sub, uint32_t k, uint32_t ci,
+                           sn::Counters& ctr, CheckIo& io, PassStats& st) {
+  ++st.block_passes;
+  st.block_wide += k >= 4;
+  for (uint32_t v = 1; v < k; ++v) st.block_entries += sub[v].first != 0;
+  uint32_t signaling = 0;
+  for (uint32_t v = 0; v < k; ++v) signaling += sub[v].signaled != 0;
+  st.block_collapsed += q.cq.collapsed && signaling >= 2;
+  bool unfenced = false;
+  for (uint32_t v = k; v-- > 0;) {
+    SimPass pass{nullptr, io, st, c[v].rec, c[v].pre.starts, c[v].copy_lanes, v == 0 ? c[v].atomic_lanes : 0u};
+    pass.run_effects(unfenced);
+  }
+  HostMem mem;
+  for (uint32_t v = k; v-- > 0;) {
+    const uint32_t pi = sn::block_cq_pi(sub, v, q.cq_pi);
+    for (uint32_t lane = 0; lane < kWarpLanes; ++lane) {
+      const sn::CqeSlot slot = sn::cqe_slot(lane, c[v].signaled, pi, q.cq.collapsed);
+      if (!slot.write || !sn::block_cqe_writer(sub, k, v, q.cq.collapsed)) continue;
+      sn::QpState local = q;
+      local.cq_pi = slot.cq_pi;
+      sn::Counters unused;
+      sn::complete_wqe(local, static_cast<uint16_t>(ci + v * sn::kWindowWqebbs + lane), c[v].r[lane], mem, unused);
+    }
+  }
+  q.ci += sn::block_pass_consumed(sub, k);
+  for (uint32_t v = 0; v < k; ++v) {
+    ctr.wqes += sub[v].wqes;
+    ctr.cqes += sub[v].signaled;
+    ctr.bytes += c[v].bytes;
+  }
+  q.cq_pi = sn::block_cq_pi(sub, k, q.cq_pi);
+}
+
 // service_chunk of gpu_engine.cu, lane by lane.
 static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index, sn::Counters& ctr, CheckIo& io,
                          PassStats& st, SimWarp& w) {
@@ -423,39 +589,33 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
   }
   const uint32_t ci = q.ci;
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
-  const uint32_t n_read = sn::window_reads(avail, q.sq.wqe_cnt);
-  // 1. The window (lanes not read keep garbage, as shared memory would).
-  alignas(16) m::Seg16 window[sn::kWindowSegs];
-  std::memset(window, 0xcd, sizeof window);
-  for (uint32_t s = 0; s < 4 * kWarpLanes; ++s)
-    if (s / 4 < n_read) std::memcpy(&window[s], m::wqebb_ptr(q.sq.buf, q.sq.wqe_cnt, ci + s / 4) + 16 * (s % 4), 16);
-  io.readable.push_back({reinterpret_cast<const uint8_t*>(window), sizeof window});
-  // 2. Starts.
-  uint32_t ok = 0;
-  sn::NbbPlanes planes{0, 0};
-  for (uint32_t lane = 0; lane < kWarpLanes; ++lane) {
-    bool ctrl_ok = false;
-    uint32_t nbb = 1;
-    if (lane < n_read) {
-      const m::CtrlFields c = m::decode_ctrl(window[4 * lane]);
-      ctrl_ok = c.wqe_index == static_cast<uint16_t>(ci + lane) && c.qpn == q.sq.qpn && c.ds >= 1 && c.ds <= m::kMaxDs;
-      nbb = ctrl_ok ? m::wqebbs_of_ds(c.ds) : 1u;
-    }
-    ok |= uint32_t(ctrl_ok) << lane;
-    planes.bit0 |= ((nbb - 1) & 1u) << lane;
-    planes.bit1 |= (((nbb - 1) >> 1) & 1u) << lane;
+  // More than a window rung on a helped block's QP: a block pass, each warp checking a sub-window.
+  const uint32_t subs = w.blk != nullptr ? sn::sub_window_count(avail, q.sq.wqe_cnt, w.blk->warps) : 1u;
+  if (subs > 1) w.flush(io, st);
+  std::vector<SimChecked> checked(subs);
+  sn::SubWindow sub[kWarpLanes];
+  for (uint32_t v = 0; v < subs; ++v) {
+    sim_check_window(q, t, ci + v * sn::kWindowWqebbs, avail - v * sn::kWindowWqebbs,
+                     subs > 1 ? sn::kSubWindowReads : sn::kWindowWqebbs, v > 0, checked[v]);
+    io.readable.push_back({reinterpret_cast<const uint8_t*>(checked[v].window), sizeof checked[v].window});
+    const bool deferrable = v == 0 && subs > 1 &&
+                            sn::deferrable_pass(true, checked[0].copy_lanes, checked[0].atomic_lanes) &&
+                            AlignedPack(checked[0].copy_lanes, checked[0].rec).deferrable();
+    sub[v] = checked[v].sub(deferrable);
   }
-  const sn::WindowPlan plan = sn::plan_window_planes(ok, planes, n_read, avail);
-  // 3. Checks and effects recorded.
-  sn::EffectRecorder rec[kWarpLanes];
-  sn::ExecResult r[kWarpLanes];
-  uint32_t good = 0;
-  for (uint32_t lane = 0; lane < kWarpLanes; ++lane) {
-    if (((plan.starts >> lane) & 1u) == 0) continue;
-    r[lane] = sn::execute_wqe<true>(t, *reinterpret_cast<const m::WqeImage*>(&window[4 * lane]), q.dc != 0, rec[lane]);
-    good |= uint32_t(r[lane].syndrome == 0 && rec[lane].calls <= 1) << lane;
+  const uint32_t k = subs > 1 ? sn::block_pass_warps(sub, subs, w.blk->warps) : 1u;
+  st.block_alone += subs > 1 && k == 1;
+  st.block_cut += k > 1 && k < subs;
+  if (k > 1) {
+    sim_block_pass(q, checked.data(), sub, k, ci, ctr, io, st);
+    io.readable.resize(io.readable.size() - subs);
+    return sub[0].wqes;
   }
-  const sn::Prefix pre = sn::executable_prefix(plan, good);
+  io.readable.resize(io.readable.size() - subs + 1);  // warp 0's window stays readable for its pass
+  SimChecked& c = checked[0];
+  const sn::Prefix pre = c.pre;
+  const sn::EffectRecorder* rec = c.rec;
+  const sn::ExecResult* r = c.r;
   if (pre.starts == 0) {
     io.readable.pop_back();
     ++st.serial;
@@ -465,12 +625,7 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
   }
   if (pre.consumed > static_cast<uint32_t>(__builtin_popcount(pre.starts))) ++st.multi_wqebb;
   // 4. Effects.
-  uint32_t copy_lanes = 0, atomic_lanes = 0;
-  for (uint32_t lane = 0; lane < kWarpLanes; ++lane) {
-    const bool mine = (pre.starts >> lane) & 1u;
-    copy_lanes |= uint32_t(mine && rec[lane].kind == sn::EffectRecorder::kCopy && rec[lane].move.len != 0) << lane;
-    atomic_lanes |= uint32_t(mine && rec[lane].kind == sn::EffectRecorder::kFetchAdd) << lane;
-  }
+  const uint32_t copy_lanes = c.copy_lanes, atomic_lanes = c.atomic_lanes;
   SimPass pass{w.blk, io, st, rec, pre.starts, copy_lanes, atomic_lanes};
   const bool deferred =
       sn::run_pass_effects(pass, sn::deferrable_pass(w.blk != nullptr, copy_lanes, atomic_lanes), w.pending, w.unfenced);
@@ -479,15 +634,8 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
       if ((copy_lanes >> l) & 1u) w.blk->staged_copies.push_back(rec[l].move);
   io.readable.pop_back();
   // 5. CQEs and state.
-  uint32_t signaled = 0;
-  uint64_t bytes = 0;
   for (uint32_t lane = 0; lane < kWarpLanes; ++lane) {
-    const bool mine = (pre.starts >> lane) & 1u;
-    signaled |= uint32_t(mine && r[lane].signaled) << lane;
-    if (mine) bytes += r[lane].byte_cnt;
-  }
-  for (uint32_t lane = 0; lane < kWarpLanes; ++lane) {
-    const sn::CqeSlot slot = sn::cqe_slot(lane, signaled, q.cq_pi, q.cq.collapsed);
+    const sn::CqeSlot slot = sn::cqe_slot(lane, c.signaled, q.cq_pi, q.cq.collapsed);
     if (!slot.write) continue;
     sn::QpState local = q;
     local.cq_pi = slot.cq_pi;
@@ -499,13 +647,13 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
       sn::complete_wqe(local, static_cast<uint16_t>(ci + lane), r[lane], mem, unused);
     }
   }
-  const uint32_t nsig = static_cast<uint32_t>(__builtin_popcount(signaled));
+  const sn::SubWindow done = c.sub();
   q.ci = ci + pre.consumed;
-  q.cq_pi += nsig;
-  ctr.wqes += static_cast<uint32_t>(__builtin_popcount(pre.starts));
-  ctr.cqes += nsig;
-  ctr.bytes += bytes;
-  return static_cast<uint32_t>(__builtin_popcount(pre.starts));
+  q.cq_pi += done.signaled;
+  ctr.wqes += done.wqes;
+  ctr.cqes += done.signaled;
+  ctr.bytes += c.bytes;
+  return done.wqes;
 }
 
 // The engine's drain of one doorbell, with either the warp passes (of a helped block when `blk`)
@@ -550,8 +698,8 @@ static void check_passes_match_serial(std::mt19937& rng) {
     sn::QueueConfig qc;
     qc.sq_wqebbs = qp_round % 3 == 0 ? 64 : 256;  // 64: windows wrap the ring often
     qc.cq_entries = 256;
-    qc.collapsed_cq = qp_round % 4 == 1;
-    qc.dc = qp_round % 5 == 2;
+    qc.collapsed_cq = qp_round % 4 >= 2;
+    qc.dc = qp_round % 5 == 2 || qp_round % 5 == 4;
     const uint32_t qp = nic.create_qp(qc);
     m::HostSq sq(nic.sq(qp));
     sn::QpState& q = *nic.qp_state(qp);
@@ -567,19 +715,30 @@ static void check_passes_match_serial(std::mt19937& rng) {
       const bool inject_error = rng() % 10 == 0, inject_stale = !inject_error && rng() % 12 == 0;
       // Some batches hold only writes of at most one 16-byte block (the 8-byte puts): lanes copy their own.
       const bool small = rng() % 3 == 0;
+      // Half of those have no atomic, so that on a helped block's QP block passes take several of
+      // their windows (an atomic ends a block pass).
+      const bool no_atomics = small && rng() % 2 == 0;
       // Some hold pointer writes of one length from and to 16-byte boundaries (a sweep's pointer
       // puts), half of them ending in a partial block, half with an atomic now and then: epochs of
       // aligned copies, and on a helped block's QP, deferred passes (one after another when a batch
       // spans passes).
       const bool aligned = !small && rng() % 4 == 0;
-      const bool signals = rng() % 2 == 0;
-      const uint32_t n = 1 + rng() % (aligned ? 64 : 40);
+      // Half the aligned batches start with a NOP and have only writes, long ones on a DC QP: the
+      // writes then sit at odd offsets, so one reaches past the first sub-window's end and cuts the
+      // pass there, and the rest of the batch follows in a pass of its own (deferred passes one
+      // after another).
+      const bool nop_first = rng() % 2 == 0, signals = !nop_first && rng() % 2 == 0;
+      if (aligned && nop_first) av.extended = true;
+      const uint32_t n = aligned && nop_first ? 17 + rng() % 24 : 1 + rng() % (aligned ? 64 : small ? 200 : 40);
       const uint32_t aligned_len = 16 * (1 + rng() % (rng() % 2 ? 16 : 300)) + (rng() % 2 ? rng() % 16 : 0);
-      const uint32_t bad_at = rng() % n;
+      // In half the long batches of one-WQEBB writes the bad or stale WQE is the 33rd: the first
+      // WQEBB of a block pass's second sub-window, whose entry then moves past it (not taken).
+      const uint32_t bad_at = no_atomics && n > 40 && rng() % 2 == 0 ? 32u : rng() % n;
       for (uint32_t i = 0; i < n && used + 4 <= budget; ++i) {
         m::WqeImage img;
         const m::WqeHeader h = sq.header(rng() % 3 != 0);
-        const uint32_t kind = aligned ? (signals && rng() % 8 == 0 ? 8 : 0) : rng() % 10;
+        uint32_t kind = aligned ? (i == 0 && nop_first ? 9 : signals && rng() % 8 == 0 ? 8 : 0) : rng() % 10;
+        if (no_atomics && kind == 8) kind = 0;
         uint32_t ds = 0;
         // Destinations never overlap within a batch (a pass may land payloads in any order).
         const uint32_t align = aligned ? 16 - dst_off % 16 : small ? 8 * (rng() % 2) : rng() % 16;
@@ -654,7 +813,8 @@ static void check_passes_match_serial(std::mt19937& rng) {
       std::memcpy(atomics, atomics_before, sizeof atomics);
       std::memcpy(fetched, fetched_before, sizeof fetched);
       std::memcpy(nic.cq(qp).buf, cq_before.data(), cq_bytes);
-      SimBlock block;  // half the QPs are a helped block's
+      SimBlock block;  // half the QPs are a helped block's, of 8 warps or 3
+      block.warps = qp_round % 3 == 1 ? 3 : 8;
       drain(q, nic.tables(), db, warp_ctr, true, io, st, qp_round % 2 == 0 ? &block : nullptr);
       const std::string where = "QP round " + std::to_string(qp_round) + " batch " + std::to_string(round);
       CHECK(io.bad_loads == 0, "%s: %d loads outside readable memory", where.c_str(), io.bad_loads);
@@ -701,12 +861,26 @@ static void check_passes_match_serial(std::mt19937& rng) {
               (unsigned long long)st.atomic_epochs, (unsigned long long)rounds_with_error,
               (unsigned long long)stale_rounds, (unsigned long long)st.deferred, (unsigned long long)st.deferred_tails,
               (unsigned long long)st.published_after_post, (unsigned long long)st.flushed());
+  CHECK(st.block_passes > 100 && st.block_wide > 15 && st.block_cut > 6 && st.block_alone > 20 &&
+            st.block_collapsed > 10 && st.block_entries > 20,
+        "coverage: %llu block passes (%llu of 4 sub-windows or more), %llu leaving checked sub-windows, %llu of warp 0 alone, %llu "
+        "into a collapsed CQ from several sub-windows, %llu sub-windows taken from a later entry",
+        (unsigned long long)st.block_passes, (unsigned long long)st.block_wide, (unsigned long long)st.block_cut,
+        (unsigned long long)st.block_alone, (unsigned long long)st.block_collapsed,
+        (unsigned long long)st.block_entries);
+  std::printf("block passes: %llu (%llu of 4 sub-windows or more), %llu leaving checked sub-windows to the next pass, %llu whose "
+              "sub-windows were checked and warp 0's alone taken, %llu into a collapsed CQ from several sub-windows, "
+              "%llu sub-windows taken from a later entry\n",
+              (unsigned long long)st.block_passes, (unsigned long long)st.block_wide,
+              (unsigned long long)st.block_cut, (unsigned long long)st.block_alone,
+              (unsigned long long)st.block_collapsed, (unsigned long long)st.block_entries);
 }
 
 int main() {
   std::mt19937 rng(2024);
   check_plan_window(rng);
   check_prefix_epochs_slots(rng);
+  check_block_pass_rules(rng);
   check_copy_blocks(rng);
   check_passes_match_serial(rng);
   if (gicomm::test::failures().load()) {

@@ -276,6 +276,10 @@ struct BlockCopyJob {
   uint32_t nb, total;     // as aligned_round takes them
   uint32_t stop;          // warp 0 ends: the helpers return
   uint32_t owner_copies;  // warp 0 moves its share too (else the helpers move every round)
+  // Not copies but a block pass (warp_plan.h: more than one window rung on a helped block's QP):
+  // where it starts, what was rung, how many sub-windows the warps check (0: a copy job). A helper
+  // reads them when the job is posted: warp 0 may post the next job as soon as the pass is planned.
+  uint32_t window_ci = 0, window_avail = 0, window_subs = 0;
 };
 
 // A pass whose copies the helpers are still moving while warp 0 goes on to the next pass: its
@@ -293,15 +297,19 @@ struct PendingPass {
 // Shared memory of a helped block, after its warps' scratch.
 struct BlockShared {
   BlockCopyJob job;
+  SubWindow sub[kWarpLanes];  // a block pass's sub-windows, once checked (warps per block <= 32)
   CopyDesc copies[2][kWarpLanes];  // the pending pass's and the next one's
   PendingPass pending;
   uint32_t next_buf;
 };
-constexpr uint32_t kJobPosted = 1, kJobDone = 2;  // named barriers (0 is __syncthreads')
+// Named barriers (0 is __syncthreads'): a job posted and done; a block pass's sub-windows checked,
+// its taken warps' payloads moved, their CQEs out.
+constexpr uint32_t kJobPosted = 1, kJobDone = 2, kPassChecked = 3, kPassMoved = 4, kPassDone = 5;
 
-__device__ __forceinline__ void block_barrier(uint32_t id) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(blockDim.x) : "memory");
+__device__ __forceinline__ void block_barrier(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+__device__ __forceinline__ void block_barrier(uint32_t id) { block_barrier(id, blockDim.x); }
 
 // The block's rounds `first`, `first + step`, ... of an epoch of aligned copies.
 __device__ __forceinline__ void aligned_rounds_of(const CopyDesc* descs, uint32_t nb, uint32_t total, uint32_t first,
@@ -311,11 +319,22 @@ __device__ __forceinline__ void aligned_rounds_of(const CopyDesc* descs, uint32_
   for (uint32_t r = first; r < rounds; r += step) aligned_round(io, descs, nb, total, r, lane);
 }
 
-// A helper warp (warp `wib` of the block's `wpb`): every epoch warp 0 posts, until it ends.
-__device__ __noinline__ void help_copies(BlockCopyJob& job, uint32_t wib, uint32_t wpb, uint32_t lane) {
+__device__ void help_block_pass(BlockShared* bs, const QpState& q, const Tables& tables, WarpScratch& ws,
+                                uint32_t w, uint32_t ci, uint32_t avail, uint32_t subs, uint32_t lane, Counters& ctr);
+
+// A helper warp (warp `wib` of the block's `wpb`): every job warp 0 posts, until it ends: an epoch
+// of copies, or its sub-window of a block pass (`q`: warp 0's QP; `ws`, `ctr`: the helper's own;
+// `tables` by value, so that the kernel's arguments stay in the constant bank, not a stack copy).
+__device__ __noinline__ void help_block(BlockShared* bs, const QpState& q, const Tables tables, WarpScratch& ws,
+                                        uint32_t wib, uint32_t wpb, uint32_t lane, Counters& ctr) {
+  BlockCopyJob& job = bs->job;
   for (;;) {
     block_barrier(kJobPosted);
     if (job.stop) return;
+    if (job.window_subs != 0) {
+      help_block_pass(bs, q, tables, ws, wib, job.window_ci, job.window_avail, job.window_subs, lane, ctr);
+      continue;
+    }
     const uint32_t skip = job.owner_copies ? 0u : 1u;  // warp 0 copies its share too, or none
     aligned_rounds_of(job.descs, job.nb, job.total, wib - skip, wpb - skip, lane);
     block_barrier(kJobDone);
@@ -356,17 +375,24 @@ struct AlignedEpoch {
   uint32_t nb, total;
   bool tails;
 };
-__device__ __forceinline__ AlignedEpoch aligned_epoch(uint32_t lanes, const CopyDesc& mine, uint32_t lane,
-                                                      uint32_t min_rounds, CopyDesc* descs) {
+// The vote alone (aligned_shape), and with the compaction (aligned_epoch).
+__device__ __forceinline__ AlignedEpoch aligned_shape(uint32_t lanes, const CopyDesc& mine, uint32_t lane,
+                                                      uint32_t min_rounds) {
   const bool active = ((lanes >> lane) & 1u) != 0;
   const uint32_t len0 = __shfl_sync(kFullWarp, mine.len, lowest_lane(lanes));
   const uint32_t nb = len0 / 16, total = popcount32(lanes) * nb;
   if (nb == 0 || aligned_rounds(total) < min_rounds ||
       !__all_sync(kFullWarp, !active || (aligned_start(mine) && mine.len == len0)))
     return AlignedEpoch{0u, 0u, false};
-  if (active) descs[popcount32(lanes & lanes_below(lane))] = mine;
-  __syncwarp();
   return AlignedEpoch{nb, total, (len0 & 15) != 0};
+}
+__device__ __forceinline__ AlignedEpoch aligned_epoch(uint32_t lanes, const CopyDesc& mine, uint32_t lane,
+                                                      uint32_t min_rounds, CopyDesc* descs) {
+  const AlignedEpoch ae = aligned_shape(lanes, mine, lane, min_rounds);
+  if (ae.nb == 0) return ae;
+  if (((lanes >> lane) & 1u) != 0) descs[popcount32(lanes & lanes_below(lane))] = mine;
+  __syncwarp();
+  return ae;
 }
 
 // Each copy lane of an aligned epoch moves its own copy's tail (uniform: nothing for whole blocks).
@@ -544,14 +570,163 @@ __device__ __forceinline__ void complete_in_slot(const QpState& q, const CqeSlot
   complete_wqe(local, wqe_index, r, sink, unused);
 }
 
-// One pass over the QP's doorbell window by the whole warp (see warp_plan.h). Returns WQEs executed.
+// Steps 1-3 of a pass over the window of `avail` WQEBBs rung from `ci` (a block pass's sub-window:
+// its own start and what was rung from there), reading at most `limit` WQEBBs (window_reads): the
+// window into the warp's shared memory (from `pf` when the previous pass prefetched it), which
+// lanes start a WQE (from the sub-window's entry when `find_entry`, else from lane 0), and each
+// start lane's checks and recorded effect.
+struct CheckedWindow {
+  uint32_t first = 0;  // the entry
+  Prefix pre{0u, 0u};  // the WQEs that run now (executable_prefix)
+  EffectRecorder rec;  // this lane's WQE's effect
+  ExecResult r;        // and outcome
+};
+__device__ __forceinline__ void check_window(const QpState& q, const Tables& tables, uint32_t ci, uint32_t avail,
+                                             uint32_t limit, bool find_entry, WarpScratch& ws, WindowPrefetch& pf,
+                                             uint32_t lane, PhaseClock& ph, CheckedWindow& c) {
+  const uint32_t n_read = window_reads(avail, q.sq.wqe_cnt, limit);
+  const uint32_t n_lanes = n_read < kWindowWqebbs ? n_read : kWindowWqebbs;  // one WQEBB a lane
+  // 1. The window into shared memory (prefetched by the previous pass when it could be), and the
+  //    WQEBBs past the lanes' (a sub-window's last WQE) by the first lanes, at the same time.
+  if (!(pf.valid && pf.ci == ci && pf.n_read == n_lanes)) load_window(q.sq, ci, n_lanes, lane, pf.seg);
+  pf.valid = false;
+  const uint32_t s_past = 4 * kWarpLanes + lane;
+  uint4 past = make_uint4(0u, 0u, 0u, 0u);
+  if (s_past / 4 < n_read) past = load_cv(wqebb_ptr(q.sq.buf, q.sq.wqe_cnt, ci + s_past / 4) + 16 * (s_past % 4));
+#pragma unroll
+  for (uint32_t k = 0; k < 4; ++k) {
+    const uint32_t s = k * kWarpLanes + lane;
+    if (s / 4 < n_lanes) reinterpret_cast<uint4*>(ws.window)[s] = pf.seg[k];
+  }
+  if (s_past / 4 < n_read) reinterpret_cast<uint4*>(ws.window)[s_past] = past;
+  __syncwarp();
+  ph.mark(kPhWindow);
+  // 2. Which lanes start a WQE.
+  bool ctrl_ok = false;
+  uint32_t nbb = 1;
+  if (lane < n_lanes) {
+    const CtrlFields f = decode_ctrl(ws.window[4 * lane]);
+    ctrl_ok = f.wqe_index == static_cast<uint16_t>(ci + lane) && f.qpn == q.sq.qpn && f.ds >= 1 && f.ds <= kMaxDs;
+    nbb = ctrl_ok ? wqebbs_of_ds(f.ds) : 1u;
+  }
+  const uint32_t ok_lanes = __ballot_sync(kFullWarp, ctrl_ok);
+  const NbbPlanes planes{__ballot_sync(kFullWarp, ((nbb - 1) & 1u) != 0),
+                         __ballot_sync(kFullWarp, ((nbb - 1) & 2u) != 0)};
+  c.first = find_entry ? sub_window_entry(ok_lanes) : 0u;
+  const WindowPlan plan = plan_window_planes(ok_lanes, planes, n_read, avail, c.first);
+  ph.mark(kPhDecode);
+  // 3. Every start lane checks its WQE and records its effect.
+  bool good = false;
+  if (((plan.starts >> lane) & 1u) != 0) {
+    c.r = execute_wqe<true>(tables, *reinterpret_cast<const WqeImage*>(&ws.window[4 * lane]), q.dc != 0, c.rec);
+    good = c.r.syndrome == 0 && c.rec.calls <= 1;
+  }
+  c.pre = executable_prefix(plan, __ballot_sync(kFullWarp, good));
+  ph.mark(kPhExecute);
+}
+
+// Whether this lane's WQE runs now, and the lanes whose WQEs copy or are atomics. Uniform masks.
+__device__ __forceinline__ bool runs_now(const CheckedWindow& c, uint32_t lane) { return ((c.pre.starts >> lane) & 1u) != 0; }
+__device__ __forceinline__ uint32_t copy_lanes_of(const CheckedWindow& c, uint32_t lane) {
+  return __ballot_sync(kFullWarp, runs_now(c, lane) && c.rec.kind == EffectRecorder::kCopy && c.rec.move.len != 0);
+}
+__device__ __forceinline__ uint32_t atomic_lanes_of(const CheckedWindow& c, uint32_t lane) {
+  return __ballot_sync(kFullWarp, runs_now(c, lane) && c.rec.kind == EffectRecorder::kFetchAdd);
+}
+
+// A block pass of `subs` sub-windows, once warp `w` checked its own (`checked`: w < subs): its outcome
+// to the block, the barrier, and how many sub-windows the pass takes (warp_plan.h). Called by every
+// warp of the block. No warp writes bs->sub again before every helper is back at the next job's
+// barrier.
+__device__ __forceinline__ uint32_t plan_block_pass(BlockShared* bs, uint32_t w, uint32_t subs, bool checked,
+                                                    const CheckedWindow& c, uint32_t lane) {
+  if (checked) {
+    const uint32_t signaled = __ballot_sync(kFullWarp, runs_now(c, lane) && c.r.signaled);
+    const uint32_t atomics = atomic_lanes_of(c, lane);
+    // Warp 0's pass alone: deferred when its copies take the aligned road two rounds or more
+    // (run_pass_effects, EngineBlock::post_ready).
+    bool deferrable = false;
+    if (w == 0) {
+      const uint32_t copies = copy_lanes_of(c, lane);
+      deferrable = deferrable_pass(true, copies, atomics) && aligned_shape(copies, c.rec.move, lane, 2u).nb != 0;
+    }
+    if (lane == 0)
+      bs->sub[w] = SubWindow{c.first,           c.pre.consumed,        popcount32(c.pre.starts),
+                             popcount32(signaled), popcount32(atomics), deferrable ? 1u : 0u};
+  }
+  block_barrier(kPassChecked);
+  return block_pass_warps(bs->sub, subs, blockDim.x / kWarpLanes);
+}
+
+// The rest of a block pass for taken sub-window w of k, which starts at WQEBB `ci_w`, in two steps.
+// move_block_pass: its payloads (no atomics: block_pass_warps), then the taken warps' barrier (every
+// payload of the pass stored). complete_block_pass: its CQEs, at the pass's producer index after the
+// sub-windows before it, then the barrier again (every CQE of the pass out before any of the next
+// pass's, so a collapsed counter never goes back); each warp counts its own WQEs. The barriers order
+// the other warps' payload stores before this warp's system-scope CQE release, as the warp barrier
+// does a warp's own lanes' (service_chunk, 5.).
+__device__ __forceinline__ void move_block_pass(uint32_t k, const CheckedWindow& c, WarpScratch& ws, uint32_t lane) {
+  GpuMem mem;
+  bool unfenced = false;
+  run_effects(ws, nullptr, c.pre.starts, copy_lanes_of(c, lane), 0u, c.rec, lane, mem, unfenced);
+  block_barrier(kPassMoved, k * kWarpLanes);
+}
+__device__ __forceinline__ void complete_block_pass(const QpState& q, const BlockShared* bs, uint32_t w, uint32_t k,
+                                                    uint32_t ci_w, const CheckedWindow& c, Counters& ctr,
+                                                    uint32_t lane) {
+  const bool mine = runs_now(c, lane);
+  const uint32_t signaled = __ballot_sync(kFullWarp, mine && c.r.signaled);
+  const CqeSlot slot = cqe_slot(lane, signaled, block_cq_pi(bs->sub, w, q.cq_pi), q.cq.collapsed);
+  const bool write = slot.write && block_cqe_writer(bs->sub, k, w, q.cq.collapsed);
+  CqeBodyFirst cqe;
+  if (write) complete_in_slot(q, slot, static_cast<uint16_t>(ci_w + lane), c.r, cqe);
+  __syncwarp();
+  if (write) order::st_release_sys_u32(&cqe.dst->w[15], cqe.tail);
+  block_barrier(kPassDone, k * kWarpLanes);
+  unsigned long long bytes = mine ? c.r.byte_cnt : 0;
+  for (int off = 16; off > 0; off >>= 1) bytes += __shfl_down_sync(kFullWarp, bytes, off);
+  if (lane == 0) {
+    ctr.wqes += popcount32(c.pre.starts);
+    ctr.cqes += popcount32(signaled);
+    ctr.bytes += bytes;
+  }
+}
+
+// A helper's part of a block pass (help_block) of `subs` sub-windows over `avail` WQEBBs rung from
+// `ci`: its sub-window checked, then, if the pass takes it, the rest. `q`: warp 0's QP (its state
+// does not change until the pass is done).
+__device__ __noinline__ void help_block_pass(BlockShared* bs, const QpState& q, const Tables& tables, WarpScratch& ws,
+                                             uint32_t w, uint32_t ci, uint32_t avail, uint32_t subs, uint32_t lane,
+                                             Counters& ctr) {
+  const uint32_t ci_w = ci + w * kWindowWqebbs;
+  const bool checked = w < subs;
+  CheckedWindow c;
+  if (checked) {
+    WindowPrefetch pf;
+    pf.valid = false;
+    PhaseClock ph;
+    check_window(q, tables, ci_w, avail - w * kWindowWqebbs, kSubWindowReads, true, ws, pf, lane, ph, c);
+  }
+  const uint32_t k = plan_block_pass(bs, w, subs, checked, c, lane);
+  if (w >= k) return;
+  move_block_pass(k, c, ws, lane);
+  complete_block_pass(q, bs, w, k, ci_w, c, ctr, lane);
+}
+
+// One pass over the QP's doorbell window by the whole warp (see warp_plan.h), or with the block's
+// other warps when more than one window was rung on a helped block's QP (a block pass). Returns the
+// WQEs the pass executed.
 // `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
-// `bs`: the helped block's shared state (null: the warp copies alone).
+// `bs`: the helped block's shared state (kHelped; else null: the warp copies alone). A warp alone is
+// compiled without the block's paths (deferred passes, block passes): with them its passes ran 5-9 %
+// slower on the H200 although it never takes them.
 // `pending`: see run_pass_effects; `unfenced`: see run_effects (both the warp's, carried from pass to
 // pass).
-__device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
-                                  WarpScratch& ws, BlockShared* bs, WindowPrefetch& pf, bool& pending,
-                                  bool& unfenced) {
+template <bool kHelped>
+__device__ __forceinline__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
+                                                  WarpScratch& ws, BlockShared* bs, WindowPrefetch& pf, bool& pending,
+                                                  bool& unfenced) {
+  if constexpr (!kHelped) bs = nullptr;
   const uint32_t lane = threadIdx.x & 31;
   GpuMem mem;
   PhaseClock ph;
@@ -565,41 +740,30 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   }
   const uint32_t ci = q.ci;
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
-  const uint32_t n_read = window_reads(avail, q.sq.wqe_cnt);
-  // 1. The window into shared memory (prefetched by the previous pass when it could be).
-  if (!(pf.valid && pf.ci == ci && pf.n_read == n_read)) load_window(q.sq, ci, n_read, lane, pf.seg);
-  pf.valid = false;
-#pragma unroll
-  for (uint32_t k = 0; k < 4; ++k) {
-    const uint32_t s = k * kWarpLanes + lane;
-    if (s / 4 < n_read) reinterpret_cast<uint4*>(ws.window)[s] = pf.seg[k];
+  const uint32_t subs = bs != nullptr ? sub_window_count(avail, q.sq.wqe_cnt, blockDim.x / kWarpLanes) : 1u;
+  if (subs > 1) {
+    // A block pass: the helpers free (the pending pass's CQEs out before this pass's), then each
+    // checks its sub-window while this warp checks the first.
+    EngineBlock eb{bs, lane};
+    flush_pending_pass(eb, pending, unfenced);
+    if (lane == 0) bs->job = BlockCopyJob{nullptr, 0u, 0u, 0u, 0u, ci, avail, subs};
+    block_barrier(kJobPosted);
   }
-  __syncwarp();
-  ph.mark(kPhWindow);
-  // 2. Which lanes start a WQE.
-  bool ctrl_ok = false;
-  uint32_t nbb = 1;
-  if (lane < n_read) {
-    const CtrlFields c = decode_ctrl(ws.window[4 * lane]);
-    ctrl_ok = c.wqe_index == static_cast<uint16_t>(ci + lane) && c.qpn == q.sq.qpn && c.ds >= 1 && c.ds <= kMaxDs;
-    nbb = ctrl_ok ? wqebbs_of_ds(c.ds) : 1u;
+  CheckedWindow c;
+  check_window(q, tables, ci, avail, subs > 1 ? kSubWindowReads : kWindowWqebbs, false, ws, pf, lane, ph, c);
+  // A block pass takes k sub-windows, this warp's the first; k == 1: this warp's pass alone, as
+  // without the others (who go back to waiting for a job).
+  const uint32_t k = subs > 1 ? plan_block_pass(bs, 0u, subs, true, c, lane) : 1u;
+  const bool block = k > 1;
+  Prefix pre = c.pre;  // block: consumed of the whole pass, starts this warp's
+  uint32_t pass_wqes = popcount32(pre.starts), pass_signaled = 0;
+  if (block) {
+    pre.consumed = block_pass_consumed(bs->sub, k);
+    for (uint32_t v = 1; v < k; ++v) {
+      pass_wqes += bs->sub[v].wqes;
+      pass_signaled += bs->sub[v].signaled;
+    }
   }
-  const uint32_t ok_lanes = __ballot_sync(kFullWarp, ctrl_ok);
-  const NbbPlanes planes{__ballot_sync(kFullWarp, ((nbb - 1) & 1u) != 0),
-                         __ballot_sync(kFullWarp, ((nbb - 1) & 2u) != 0)};
-  const WindowPlan plan = plan_window_planes(ok_lanes, planes, n_read, avail);
-  ph.mark(kPhDecode);
-  // 3. Every start lane checks its WQE and records its effect.
-  const bool start = ((plan.starts >> lane) & 1u) != 0;
-  EffectRecorder rec;
-  ExecResult r;
-  bool good = false;
-  if (start) {
-    r = execute_wqe<true>(tables, *reinterpret_cast<const WqeImage*>(&ws.window[4 * lane]), q.dc != 0, rec);
-    good = r.syndrome == 0 && rec.calls <= 1;
-  }
-  const Prefix pre = executable_prefix(plan, __ballot_sync(kFullWarp, good));
-  ph.mark(kPhExecute);
   if (pre.starts == 0) {
     // Irregular WQE at the head: the serial path (stale retries, errors).
     settle_before_serial(bs, lane, pending, unfenced);
@@ -607,15 +771,19 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     __syncwarp();
     return 1;
   }
-  const bool mine = ((pre.starts >> lane) & 1u) != 0;
-  // 4. The effects.
-  const uint32_t copy_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kCopy && rec.move.len != 0);
-  const uint32_t atomic_lanes = __ballot_sync(kFullWarp, mine && rec.kind == EffectRecorder::kFetchAdd);
-  // A helped pass of aligned copies only, longer than a round, is deferred: the helpers move its
-  // copies while this warp goes on, and its CQEs wait, staged (warp_plan.h, run_pass_effects).
-  EngineBlock eb{bs, lane, &ws, pre.starts, copy_lanes, atomic_lanes, &rec, &mem};
+  const bool mine = runs_now(c, lane);
+  const EffectRecorder& rec = c.rec;
+  const ExecResult& r = c.r;
+  // 4. The effects. A helped pass of aligned copies only, longer than a round, is deferred: the
+  // helpers move its copies while this warp goes on, and its CQEs wait, staged (warp_plan.h,
+  // run_pass_effects). In a block pass every warp moves its own (the helpers are busy with theirs),
+  // then the taken warps' barrier: every payload of the pass stored before any CQE of it.
+  const uint32_t copy_lanes = copy_lanes_of(c, lane);
+  const uint32_t atomic_lanes = atomic_lanes_of(c, lane);
+  EngineBlock eb{block ? nullptr : bs, lane, &ws, pre.starts, copy_lanes, atomic_lanes, &rec, &mem};
   const bool deferred =
-      run_pass_effects(eb, deferrable_pass(bs != nullptr, copy_lanes, atomic_lanes), pending, unfenced);
+      run_pass_effects(eb, !block && deferrable_pass(bs != nullptr, copy_lanes, atomic_lanes), pending, unfenced);
+  if (block) block_barrier(kPassMoved, k * kWarpLanes);
   ph.mark(kPhEffects);
   // The next window of this doorbell, if any, while the CQEs below wait for their round trip. The
   // WQEs in it were rung before the doorbell this pass serves was read, like the ones read above;
@@ -634,9 +802,12 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
   //    after it, and each writer publishes its CQE's tail (wqe_counter, owner) with a system-scope
   //    release store, which is cumulative over them (PTX memory model: a release orders what
   //    happens before it, other threads' writes included). One fence, one round trip, covers the
-  //    payloads and the bodies.
+  //    payloads and the bodies. A block pass's first CQEs are this warp's (block_cq_pi), and into a
+  //    collapsed CQ it writes only when no later sub-window signals (block_cqe_writer); then the
+  //    taken warps' barrier: every CQE of the pass out before the next pass's.
   const uint32_t signaled = __ballot_sync(kFullWarp, mine && r.signaled);
   const CqeSlot slot = cqe_slot(lane, signaled, q.cq_pi, q.cq.collapsed);
+  const bool write = slot.write && (!block || block_cqe_writer(bs->sub, k, 0u, q.cq.collapsed));
   const uint16_t wqe_index = static_cast<uint16_t>(ci + lane);
   if (deferred) {
     if (slot.write) {
@@ -647,54 +818,37 @@ __device__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_
     if (lane == 0) bs->pending.writers = writers;
   } else {
     CqeBodyFirst cqe;
-    if (slot.write) complete_in_slot(q, slot, wqe_index, r, cqe);
+    if (write) complete_in_slot(q, slot, wqe_index, r, cqe);
     __syncwarp();
-    if (slot.write) order::st_release_sys_u32(&cqe.dst->w[15], cqe.tail);
+    if (write) order::st_release_sys_u32(&cqe.dst->w[15], cqe.tail);
     if (signaled != 0) unfenced = false;
+  }
+  if (block) {
+    block_barrier(kPassDone, k * kWarpLanes);
+    unfenced = true;  // the other warps' writes: a later atomic fences first
   }
   ph.mark(kPhCqe);
   unsigned long long bytes = mine ? r.byte_cnt : 0;
   for (int off = 16; off > 0; off >>= 1) bytes += __shfl_down_sync(kFullWarp, bytes, off);
-  const uint32_t nsig = popcount32(signaled), nwqes = popcount32(pre.starts);
+  const uint32_t nsig = popcount32(signaled);
   __syncwarp();
   if (lane == 0) {
-    q.ci = ci + pre.consumed;
-    q.cq_pi += nsig;
-    ctr.wqes += nwqes;
+    q.ci = next;
+    q.cq_pi += nsig + pass_signaled;
+    ctr.wqes += popcount32(pre.starts);
     ctr.cqes += nsig;
     ctr.bytes += bytes;
   }
   __syncwarp();
   ph.mark(kPhTail);
-  return nwqes;
+  return pass_wqes;
 }
 
-__global__ void engine_kernel(KernelArgs a) {
-  extern __shared__ __align__(16) unsigned char engine_smem[];
-  WarpScratch& ws = reinterpret_cast<WarpScratch*>(engine_smem)[threadIdx.x >> 5];
-  const int lane = threadIdx.x & 31;
-  // Warps are numbered across blocks first (warp w of block b is w * gridDim.x + b) and QP qi is
-  // served by warp qi % nwarps, so the first QPs go to different SMs: 16 QPs get one warp on each of
-  // 16 SMs, not every warp of 4 SMs sharing those SMs' load and store units.
-  const uint32_t warp = (threadIdx.x >> 5) * gridDim.x + blockIdx.x;
-  const uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
-  // A QP is served from the warp's shared memory (a QP belongs to one warp): in global memory every
-  // read after the warp's own writes (the doorbell it saw, the next WQEBB) waited for a round trip
-  // to L2 on the way to each WQE. A warp that serves exactly one QP keeps it there until it ends;
-  // one of several QPs loads the QP's state when its doorbell moved and stores it after.
-  const bool own_one = warp < a.num_qps && warp + nwarps >= a.num_qps;
-  // At most one QP per block, and this block's warp 0 has one: its other warps help it copy.
-  const uint32_t wib = threadIdx.x >> 5, wpb = blockDim.x >> 5;
-  const bool helped = wpb > 1 && a.num_qps <= gridDim.x && blockIdx.x < a.num_qps;
-  BlockShared* bs = helped ? reinterpret_cast<BlockShared*>(engine_smem + kScratchBytes * wpb) : nullptr;
-  if (helped && wib != 0) {
-    help_copies(bs->job, wib, wpb, static_cast<uint32_t>(lane));
-    return;  // its counters stay the zeros start() set
-  }
-  if (helped && lane == 0) bs->next_buf = 0u;
-  if (own_one && lane == 0) ws.qp = a.qps[warp];
-  __syncwarp();
-  Counters ctr;
+// A warp's polling of its QPs until the engine stops: each doorbell seen is drained in passes
+// (service_chunk). Compiled once for warp 0 of a helped block and once for a warp alone (kHelped).
+template <bool kHelped>
+__device__ __forceinline__ void serve_qps(const KernelArgs& a, WarpScratch& ws, BlockShared* bs, uint32_t warp,
+                                          uint32_t nwarps, bool own_one, uint32_t lane, Counters& ctr) {
   bool unfenced = false;  // see run_effects
   bool pending = false;   // see run_pass_effects
   const unsigned long long started = order::globaltimer_ns();
@@ -738,7 +892,7 @@ __global__ void engine_kernel(KernelArgs a) {
                                                                  *reinterpret_cast<volatile uint32_t*>(&q.ci)));
              ++guard) {
           if (guard != 0) ph.mark(kPhBetween);
-          service_chunk(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
+          service_chunk<kHelped>(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
           ph.restart();
           if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
         }
@@ -755,6 +909,43 @@ __global__ void engine_kernel(KernelArgs a) {
     } else if (++idle > 64) {
       __nanosleep(a.num_qps > warp ? 32 : 1000);
     }
+  }
+}
+
+__global__ void engine_kernel(KernelArgs a) {
+  extern __shared__ __align__(16) unsigned char engine_smem[];
+  WarpScratch& ws = reinterpret_cast<WarpScratch*>(engine_smem)[threadIdx.x >> 5];
+  const int lane = threadIdx.x & 31;
+  // Warps are numbered across blocks first (warp w of block b is w * gridDim.x + b) and QP qi is
+  // served by warp qi % nwarps, so the first QPs go to different SMs: 16 QPs get one warp on each of
+  // 16 SMs, not every warp of 4 SMs sharing those SMs' load and store units.
+  const uint32_t warp = (threadIdx.x >> 5) * gridDim.x + blockIdx.x;
+  const uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
+  // A QP is served from the warp's shared memory (a QP belongs to one warp): in global memory every
+  // read after the warp's own writes (the doorbell it saw, the next WQEBB) waited for a round trip
+  // to L2 on the way to each WQE. A warp that serves exactly one QP keeps it there until it ends;
+  // one of several QPs loads the QP's state when its doorbell moved and stores it after.
+  const bool own_one = warp < a.num_qps && warp + nwarps >= a.num_qps;
+  // At most one QP per block, and this block's warp 0 has one: its other warps help it (copies,
+  // block passes), each counting what it ran.
+  const uint32_t wib = threadIdx.x >> 5, wpb = blockDim.x >> 5;
+  const bool helped = wpb > 1 && a.num_qps <= gridDim.x && blockIdx.x < a.num_qps;
+  BlockShared* bs = helped ? reinterpret_cast<BlockShared*>(engine_smem + kScratchBytes * wpb) : nullptr;
+  if (helped && wib != 0) {
+    Counters hctr;
+    const QpState& owner_qp = reinterpret_cast<const WarpScratch*>(engine_smem)[0].qp;
+    help_block(bs, owner_qp, a.tables, ws, wib, wpb, static_cast<uint32_t>(lane), hctr);
+    if (lane == 0) a.counters[warp] = hctr;
+    return;
+  }
+  if (helped && lane == 0) bs->next_buf = 0u;
+  if (own_one && lane == 0) ws.qp = a.qps[warp];
+  __syncwarp();
+  Counters ctr;
+  if (helped) {
+    serve_qps<true>(a, ws, bs, warp, nwarps, own_one, static_cast<uint32_t>(lane), ctr);
+  } else {
+    serve_qps<false>(a, ws, nullptr, warp, nwarps, own_one, static_cast<uint32_t>(lane), ctr);
   }
   __syncwarp();
   if (helped) {  // release the helpers (no pass is pending: every drain ends with its flush)

@@ -12,7 +12,10 @@
 // order, then the CQEs (bodies, the warp barrier, each tail with a release); the next window of
 // the same doorbell is loaded while those CQEs wait for their round trip. A stale, malformed or
 // failing WQE at the head goes through the serial path shared with the cpu engine (retries, error
-// CQE, then flushes).
+// CQE, then flushes). When a block's warp 0 serves its one QP, the block's other warps help it: with
+// the copies of a pass (while warp 0 goes on to the next), or, when more than 32 WQEBBs were rung,
+// with the pass itself (a block pass: each warp checks and runs the WQEs of its own 32 WQEBBs, so a
+// QP's pass covers up to 8 windows).
 // Payload writes of one pass may land in any order (as packets of a real NIC may); completions are
 // in order.
 //
@@ -41,9 +44,9 @@
 namespace gicomm::softnic {
 
 // Warps per engine block unless configured. A block whose warp 0 is the only one with a QP has its
-// other warps help with that QP's copies (gpu_engine.cu): on the H200, 8 warps against 4 moved the
-// same-GPU engine's ceilings (16 QPs on 16 SMs) from 84 to 90 MWQE/s at 4 KiB, 7.2 to 10.5 at
-// 64 KiB, and 8-byte WQEs at 528 QPs from 763 to 1255 (more warps, fewer QPs each). At 242
+// other warps help with that QP's copies and passes (gpu_engine.cu): on the H200, 8 warps against 4
+// moved the same-GPU engine's ceilings (16 QPs on 16 SMs) from 84 to 90 MWQE/s at 4 KiB, 7.2 to 10.5
+// at 64 KiB, and 8-byte WQEs at 528 QPs from 763 to 1255 (more warps, fewer QPs each). At 250-255
 // registers a thread, 8 warps is the most one SM holds.
 inline constexpr int kDefaultWarpsPerBlock = 8;
 

@@ -16,7 +16,8 @@
 //   5. CQEs: cqe_slot says which lane writes which CQE (each signaled WQE its own, in order; a
 //      collapsed CQ only the newest).
 // A helped block's pass may be deferred (run_pass_effects): its copies left to the block's helpers,
-// its CQEs staged until they are done.
+// its CQEs staged until they are done. When more than one window is rung, a helped block's warps
+// share the pass instead (a block pass: sub_window_count, block_pass_warps).
 #pragma once
 
 #include <cstdint>
@@ -55,10 +56,15 @@ GICOMM_HD uint32_t popcount32(uint32_t v) {
 }
 
 // WQEBBs to read for a pass: the doorbell covers WQEs starting at offsets < avail; the last of them
-// may reach kMaxWqeBBs - 1 WQEBBs further. Never more than the ring (a smaller ring would alias).
-GICOMM_HD uint32_t window_reads(uint32_t avail, uint32_t wqe_cnt) {
+// may reach kMaxWqeBBs - 1 WQEBBs further. At most `limit`: kWindowWqebbs for a warp's own pass (a
+// WQE reaching past it is the next pass's), kSubWindowReads for a block pass's sub-window (a WQE
+// that starts in it is its own, wherever it ends). Never more than the ring (a smaller ring would
+// alias).
+constexpr uint32_t kSubWindowReads = kWindowWqebbs + mlx5::kMaxWqeBBs - 1;
+static_assert(kSubWindowReads * 4 <= kWindowSegs, "a sub-window's reads fit the window buffer");
+GICOMM_HD uint32_t window_reads(uint32_t avail, uint32_t wqe_cnt, uint32_t limit = kWindowWqebbs) {
   uint32_t n = avail + mlx5::kMaxWqeBBs - 1;
-  if (n > kWindowWqebbs) n = kWindowWqebbs;
+  if (n > limit) n = limit;
   if (n > wqe_cnt) n = wqe_cnt;
   return n;
 }
@@ -69,15 +75,16 @@ struct WindowPlan {
 };
 
 // `ctrl_ok`: lanes whose first segment is a ctrl segment naming the expected WQE index and QP with a
-// ds of 1..kMaxDs; `nbb_of(l)`: the WQEBBs of that WQE. A WQE is taken when it starts at the head or
-// right after the previous one, starts before `avail` (the doorbell's last WQE) and lies wholly in
-// the `n_read` WQEBBs read. The walk stops at the first lane that is not a good ctrl segment: that
-// WQE (stale, malformed, or another pass's) is the next pass's head.
+// ds of 1..kMaxDs; `nbb_of(l)`: the WQEBBs of that WQE. A WQE is taken when it starts at the head
+// (lane `first`: 0, or a block pass's sub-window's entry) or right after the previous one, starts
+// before `avail` (the doorbell's last WQE) and lies wholly in the `n_read` WQEBBs read. The walk
+// stops at the first lane that is not a good ctrl segment: that WQE (stale, malformed, or another
+// pass's) is the next pass's head. `end` counts from lane 0.
 template <class NbbOf>
-GICOMM_HD WindowPlan plan_window(uint32_t ctrl_ok, NbbOf nbb_of, uint32_t n_read, uint32_t avail) {
-  WindowPlan p{0, 0};
-  uint32_t s = 0;
-  while (s < n_read && s < avail && ((ctrl_ok >> s) & 1u)) {
+GICOMM_HD WindowPlan plan_window(uint32_t ctrl_ok, NbbOf nbb_of, uint32_t n_read, uint32_t avail, uint32_t first = 0) {
+  WindowPlan p{0, first};
+  uint32_t s = first;
+  while (s < kWarpLanes && s < n_read && s < avail && ((ctrl_ok >> s) & 1u)) {
     const uint32_t e = s + nbb_of(s);
     if (e > n_read) break;
     p.starts |= 1u << s;
@@ -96,19 +103,28 @@ struct NbbPlanes {
 
 // plan_window for WQEBB counts from ballots, with the common case first: when every good ctrl
 // segment is a one-WQEBB WQE the starts are the run of good lanes from the head (no walk).
-GICOMM_HD WindowPlan plan_window_planes(uint32_t ctrl_ok, const NbbPlanes& nbb, uint32_t n_read, uint32_t avail) {
+GICOMM_HD WindowPlan plan_window_planes(uint32_t ctrl_ok, const NbbPlanes& nbb, uint32_t n_read, uint32_t avail,
+                                        uint32_t first = 0) {
   if (((nbb.bit0 | nbb.bit1) & ctrl_ok) == 0) {
-    uint32_t end = lowest_lane(~ctrl_ok);
+    uint32_t end = lowest_lane(~(ctrl_ok | lanes_below(first)));
     if (end > n_read) end = n_read;
     if (end > avail) end = avail;
-    return WindowPlan{lanes_below(end), end};
+    if (end < first) end = first;
+    return WindowPlan{lanes_below(end) & ~lanes_below(first), end};
   }
-  return plan_window(ctrl_ok, nbb, n_read, avail);
+  return plan_window(ctrl_ok, nbb, n_read, avail, first);
 }
+
+// Where a block pass's sub-window (not the first) starts: the WQE reaching past the previous
+// sub-window's end, if any, covers up to kMaxWqeBBs - 1 of its WQEBBs, so its entry is its first
+// good ctrl segment among those (kWarpLanes: none). Whether that is where the previous sub-window's
+// walk ended is settled after both are checked (block_pass_warps): a payload that looks like a ctrl
+// segment can only end the pass there, never be run.
+GICOMM_HD uint32_t sub_window_entry(uint32_t ctrl_ok) { return lowest_lane(ctrl_ok & lanes_below(mlx5::kMaxWqeBBs)); }
 
 struct Prefix {
   uint32_t starts;    // WQEs executed in this pass (lane mask)
-  uint32_t consumed;  // WQEBBs the consumer index advances
+  uint32_t consumed;  // WQEBBs the consumer index advances (where the run ends, counted from lane 0)
 };
 
 // `good`: start lanes whose WQE passed its checks. Everything before the first start that did not
@@ -462,6 +478,69 @@ GICOMM_HD bool run_pass_effects(Block& b, bool deferrable, bool& pending, bool& 
   flush_pending_pass(b, pending, unfenced);
   b.run_effects(unfenced);
   return false;
+}
+
+// ---- a block pass: a helped block's warps share its QP's window --------------------------------------
+// One warp's pass takes at most kWindowWqebbs WQEBBs, so one warp caps its QP's rate whatever the
+// doorbell rang. When a helped block's QP has more than that rung, warp w of the block reads,
+// decodes and checks the window at ci + w * kWindowWqebbs (its sub-window: the WQEs that start in
+// its kWindowWqebbs WQEBBs from its entry on, sub_window_entry, however far the last one reaches),
+// all warps at once. The pass then takes sub-windows 0..k-1 (block_pass_warps): each taken warp
+// moves its own payloads; a block barrier; each writes its own CQEs (block_cq_pi, block_cqe_writer);
+// a block barrier; the QP advances to the end of the last one taken. Sub-window w is taken only when
+// the one before it ran whole (no WQE of it failed its checks, its walk was stopped by nothing but
+// its end) up to exactly w's entry, and neither it nor any before it has an atomic: the WQEs taken
+// are then exactly those the warp passes would run, one after another, and writes of one pass may
+// land in any order. A block pass of one sub-window is warp 0's pass as it would be without the
+// others. When warp 0's pass alone would be deferred (its copies spread over the whole block) and
+// fewer sub-windows than the block's warps are taken, the copies would run on fewer warps: warp 0's
+// pass alone is taken.
+
+// One warp's sub-window after its checks.
+struct SubWindow {
+  uint32_t first;     // its entry (lane)
+  uint32_t end;       // where its run ends (Prefix::consumed, from lane 0)
+  uint32_t wqes;      // WQEs in the run (0: none runs, e.g. a bad WQE at its entry)
+  uint32_t signaled;  // of them signaled
+  uint32_t atomics;   // of them atomics
+  uint32_t deferrable;  // (the first only) its pass alone would be deferred: run_pass_effects
+};
+
+// Sub-windows a block of `warps` warps reads for a pass of `avail` WQEBBs rung (0 or 1: no block
+// pass). A sub-window lies wholly in the ring: the WQEBBs read, at most kWindowWqebbs per
+// sub-window, never alias the ring's other slots.
+GICOMM_HD uint32_t sub_window_count(uint32_t avail, uint32_t wqe_cnt, uint32_t warps) {
+  uint32_t n = (avail + kWindowWqebbs - 1) / kWindowWqebbs;
+  if (n > wqe_cnt / kWindowWqebbs) n = wqe_cnt / kWindowWqebbs;
+  if (n > warps) n = warps;
+  return n;
+}
+
+// Sub-windows a block of `warps` warps takes for its pass of the `n` checked (at least 1: warp 0's).
+GICOMM_HD uint32_t block_pass_warps(const SubWindow* s, uint32_t n, uint32_t warps) {
+  uint32_t k = 1;
+  while (k < n && s[k - 1].end == kWindowWqebbs + s[k].first && s[k - 1].atomics == 0 && s[k].atomics == 0 &&
+         s[k].wqes != 0)
+    ++k;
+  return k < warps && s[0].deferrable ? 1u : k;
+}
+
+// WQEBBs a block pass of k sub-windows advances the QP by.
+GICOMM_HD uint32_t block_pass_consumed(const SubWindow* s, uint32_t k) { return (k - 1) * kWindowWqebbs + s[k - 1].end; }
+
+// The CQ producer index of sub-window w's first CQE: the QP's, after the signaled WQEs before it.
+GICOMM_HD uint32_t block_cq_pi(const SubWindow* s, uint32_t w, uint32_t cq_pi) {
+  for (uint32_t v = 0; v < w; ++v) cq_pi += s[v].signaled;
+  return cq_pi;
+}
+
+// Whether sub-window w's writers (cqe_slot) write: every one into a CQ of entries; into a collapsed CQ
+// only the last taken sub-window with a signaled WQE (the newest CQE of the pass).
+GICOMM_HD bool block_cqe_writer(const SubWindow* s, uint32_t k, uint32_t w, bool collapsed) {
+  if (!collapsed) return true;
+  for (uint32_t v = w + 1; v < k; ++v)
+    if (s[v].signaled != 0) return false;
+  return true;
 }
 
 }  // namespace gicomm::softnic
