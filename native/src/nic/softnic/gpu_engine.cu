@@ -717,9 +717,8 @@ __device__ __noinline__ void help_block_pass(BlockShared* bs, const QpState& q, 
 // other warps when more than one window was rung on a helped block's QP (a block pass). Returns the
 // WQEs the pass executed.
 // `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
-// `bs`: the helped block's shared state (kHelped; else null: the warp copies alone). A warp alone is
-// compiled without the block's paths (deferred passes, block passes): with them its passes ran 5-9 %
-// slower on the H200 although it never takes them.
+// `bs`: the helped block's shared state (null: the warp copies alone). kHelped false: the block's
+// paths (deferred passes, block passes) compiled out (engine_kernel).
 // `pending`: see run_pass_effects; `unfenced`: see run_effects (both the warp's, carried from pass to
 // pass).
 template <bool kHelped>
@@ -845,7 +844,7 @@ __device__ __forceinline__ uint32_t service_chunk(QpState& q, const Tables& tabl
 }
 
 // A warp's polling of its QPs until the engine stops: each doorbell seen is drained in passes
-// (service_chunk). Compiled once for warp 0 of a helped block and once for a warp alone (kHelped).
+// (service_chunk).
 template <bool kHelped>
 __device__ __forceinline__ void serve_qps(const KernelArgs& a, WarpScratch& ws, BlockShared* bs, uint32_t warp,
                                           uint32_t nwarps, bool own_one, uint32_t lane, Counters& ctr) {
@@ -912,6 +911,11 @@ __device__ __forceinline__ void serve_qps(const KernelArgs& a, WarpScratch& ws, 
   }
 }
 
+// kHelped: the launch has at most one QP per block (GpuEngine::start), so each block with a QP has its
+// other warps help warp 0. Two kernels, not one that branches: with the helped paths in the same
+// kernel (compiled separately, never taken) warps alone ran 2-9 % slower on the H200 (ceilings of
+// inline 8 B at 64 and 528 QPs), and without them 1-2 % faster than the engine before block passes.
+template <bool kHelped>
 __global__ void engine_kernel(KernelArgs a) {
   extern __shared__ __align__(16) unsigned char engine_smem[];
   WarpScratch& ws = reinterpret_cast<WarpScratch*>(engine_smem)[threadIdx.x >> 5];
@@ -929,7 +933,7 @@ __global__ void engine_kernel(KernelArgs a) {
   // At most one QP per block, and this block's warp 0 has one: its other warps help it (copies,
   // block passes), each counting what it ran.
   const uint32_t wib = threadIdx.x >> 5, wpb = blockDim.x >> 5;
-  const bool helped = wpb > 1 && a.num_qps <= gridDim.x && blockIdx.x < a.num_qps;
+  const bool helped = kHelped && blockIdx.x < a.num_qps;
   BlockShared* bs = helped ? reinterpret_cast<BlockShared*>(engine_smem + kScratchBytes * wpb) : nullptr;
   if (helped && wib != 0) {
     Counters hctr;
@@ -942,11 +946,7 @@ __global__ void engine_kernel(KernelArgs a) {
   if (own_one && lane == 0) ws.qp = a.qps[warp];
   __syncwarp();
   Counters ctr;
-  if (helped) {
-    serve_qps<true>(a, ws, bs, warp, nwarps, own_one, static_cast<uint32_t>(lane), ctr);
-  } else {
-    serve_qps<false>(a, ws, nullptr, warp, nwarps, own_one, static_cast<uint32_t>(lane), ctr);
-  }
+  serve_qps<kHelped>(a, ws, bs, warp, nwarps, own_one, static_cast<uint32_t>(lane), ctr);
   __syncwarp();
   if (helped) {  // release the helpers (no pass is pending: every drain ends with its flush)
     if (lane == 0) bs->job.stop = 1u;
@@ -1087,17 +1087,20 @@ void GpuEngine::start() {
   a.counters = static_cast<Counters*>(d_counters_);
   a.stop_relay = reinterpret_cast<volatile int*>(static_cast<char*>(d_counters_) + sizeof(Counters) * total_warps_);
   a.budget_ns = static_cast<unsigned long long>(cfg_.max_runtime_ms) * 1000000ull;
+  // At most one QP per block: the helped kernel (engine_kernel).
+  const auto kernel =
+      cfg_.warps_per_block > 1 && num_qps_ <= static_cast<uint32_t>(blocks) ? engine_kernel<true> : engine_kernel<false>;
   cudaFuncAttributes fa{};
-  check(cudaFuncGetAttributes(&fa, engine_kernel), "cudaFuncGetAttributes(engine kernel)");
+  check(cudaFuncGetAttributes(&fa, kernel), "cudaFuncGetAttributes(engine kernel)");
   if (32 * cfg_.warps_per_block > fa.maxThreadsPerBlock)
     throw std::invalid_argument("gpu engine: warps_per_block " + std::to_string(cfg_.warps_per_block) +
                                 " exceeds what the engine kernel can launch with its registers (" +
                                 std::to_string(fa.maxThreadsPerBlock / 32) + " warps per block)");
   const size_t smem = kScratchBytes * static_cast<size_t>(cfg_.warps_per_block) + sizeof(BlockShared);
-  check(cudaFuncSetAttribute(engine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
         "cudaFuncSetAttribute(engine shared memory)");
   reset_phases(stream);
-  engine_kernel<<<blocks, 32 * cfg_.warps_per_block, smem, stream>>>(a);
+  kernel<<<blocks, 32 * cfg_.warps_per_block, smem, stream>>>(a);
   check(cudaGetLastError(), "launch engine kernel");
   running_ = true;
   {
