@@ -577,15 +577,15 @@ static void sim_block_pass(sn::QpState& q, const SimChecked* c, const sn::SubWin
 }
 
 // service_chunk of gpu_engine.cu, lane by lane.
-static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index, sn::Counters& ctr, CheckIo& io,
-                         PassStats& st, SimWarp& w) {
+static void sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index, sn::Counters& ctr, CheckIo& io,
+                     PassStats& st, SimWarp& w) {
   HostMem mem;
   ++st.passes;
   if (q.error) {
     ++st.serial;
     w.flush(io, st);
     sn::service_one_wqe(q, t, mem, ctr);
-    return 1;
+    return;
   }
   const uint32_t ci = q.ci;
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
@@ -609,7 +609,7 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
   if (k > 1) {
     sim_block_pass(q, checked.data(), sub, k, ci, ctr, io, st);
     io.readable.resize(io.readable.size() - subs);
-    return sub[0].wqes;
+    return;
   }
   io.readable.resize(io.readable.size() - subs + 1);  // warp 0's window stays readable for its pass
   SimChecked& c = checked[0];
@@ -621,7 +621,7 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
     ++st.serial;
     w.flush(io, st);
     sn::service_one_wqe(q, t, mem, ctr);
-    return 1;
+    return;
   }
   if (pre.consumed > static_cast<uint32_t>(__builtin_popcount(pre.starts))) ++st.multi_wqebb;
   // 4. Effects.
@@ -653,7 +653,6 @@ static uint32_t sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index,
   ctr.wqes += done.wqes;
   ctr.cqes += done.signaled;
   ctr.bytes += c.bytes;
-  return done.wqes;
 }
 
 // The engine's drain of one doorbell, with either the warp passes (of a helped block when `blk`)

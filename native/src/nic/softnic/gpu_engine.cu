@@ -714,17 +714,16 @@ __device__ __noinline__ void help_block_pass(BlockShared* bs, const QpState& q, 
 }
 
 // One pass over the QP's doorbell window by the whole warp (see warp_plan.h), or with the block's
-// other warps when more than one window was rung on a helped block's QP (a block pass). Returns the
-// WQEs the pass executed.
+// other warps when more than one window was rung on a helped block's QP (a block pass).
 // `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
 // `bs`: the helped block's shared state (null: the warp copies alone). kHelped false: the block's
 // paths (deferred passes, block passes) compiled out (engine_kernel).
 // `pending`: see run_pass_effects; `unfenced`: see run_effects (both the warp's, carried from pass to
 // pass).
 template <bool kHelped>
-__device__ __forceinline__ uint32_t service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
-                                                  WarpScratch& ws, BlockShared* bs, WindowPrefetch& pf, bool& pending,
-                                                  bool& unfenced) {
+__device__ __forceinline__ void service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
+                                              WarpScratch& ws, BlockShared* bs, WindowPrefetch& pf, bool& pending,
+                                              bool& unfenced) {
   if constexpr (!kHelped) bs = nullptr;
   const uint32_t lane = threadIdx.x & 31;
   GpuMem mem;
@@ -735,7 +734,7 @@ __device__ __forceinline__ uint32_t service_chunk(QpState& q, const Tables& tabl
     settle_before_serial(bs, lane, pending, unfenced);
     if (lane == 0) service_one_wqe(q, tables, mem, ctr);
     __syncwarp();
-    return 1;
+    return;
   }
   const uint32_t ci = q.ci;
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
@@ -755,20 +754,17 @@ __device__ __forceinline__ uint32_t service_chunk(QpState& q, const Tables& tabl
   const uint32_t k = subs > 1 ? plan_block_pass(bs, 0u, subs, true, c, lane) : 1u;
   const bool block = k > 1;
   Prefix pre = c.pre;  // block: consumed of the whole pass, starts this warp's
-  uint32_t pass_wqes = popcount32(pre.starts), pass_signaled = 0;
+  uint32_t pass_signaled = 0;  // block: the other sub-windows' signaled WQEs
   if (block) {
     pre.consumed = block_pass_consumed(bs->sub, k);
-    for (uint32_t v = 1; v < k; ++v) {
-      pass_wqes += bs->sub[v].wqes;
-      pass_signaled += bs->sub[v].signaled;
-    }
+    for (uint32_t v = 1; v < k; ++v) pass_signaled += bs->sub[v].signaled;
   }
   if (pre.starts == 0) {
     // Irregular WQE at the head: the serial path (stale retries, errors).
     settle_before_serial(bs, lane, pending, unfenced);
     if (lane == 0) service_one_wqe(q, tables, mem, ctr);
     __syncwarp();
-    return 1;
+    return;
   }
   const bool mine = runs_now(c, lane);
   const EffectRecorder& rec = c.rec;
@@ -840,7 +836,6 @@ __device__ __forceinline__ uint32_t service_chunk(QpState& q, const Tables& tabl
   }
   __syncwarp();
   ph.mark(kPhTail);
-  return pass_wqes;
 }
 
 // A warp's polling of its QPs until the engine stops: each doorbell seen is drained in passes
