@@ -717,10 +717,11 @@ __device__ __noinline__ void help_block_pass(BlockShared* bs, const QpState& q, 
 // other warps when more than one window was rung on a helped block's QP (a block pass).
 // `pf`: the window prefetched by the previous pass of this doorbell (used when it is this one's).
 // `bs`: the helped block's shared state (null: the warp copies alone). kHelped false: the block's
-// paths (deferred passes, block passes) compiled out (engine_kernel).
+// paths (deferred passes, block passes) compiled out (engine_kernel). kBlock false: block passes
+// compiled out; the drain takes that form unless more than one window is rung (serve_qps).
 // `pending`: see run_pass_effects; `unfenced`: see run_effects (both the warp's, carried from pass to
 // pass).
-template <bool kHelped>
+template <bool kHelped, bool kBlock>
 __device__ __forceinline__ void service_chunk(QpState& q, const Tables& tables, uint16_t db_index, Counters& ctr,
                                               WarpScratch& ws, BlockShared* bs, WindowPrefetch& pf, bool& pending,
                                               bool& unfenced) {
@@ -738,7 +739,7 @@ __device__ __forceinline__ void service_chunk(QpState& q, const Tables& tables, 
   }
   const uint32_t ci = q.ci;
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
-  const uint32_t subs = bs != nullptr ? sub_window_count(avail, q.sq.wqe_cnt, blockDim.x / kWarpLanes) : 1u;
+  const uint32_t subs = kBlock && bs != nullptr ? sub_window_count(avail, q.sq.wqe_cnt, blockDim.x / kWarpLanes) : 1u;
   if (subs > 1) {
     // A block pass: the helpers free (the pending pass's CQEs out before this pass's), then each
     // checks its sub-window while this warp checks the first.
@@ -886,7 +887,14 @@ __device__ __forceinline__ void serve_qps(const KernelArgs& a, WarpScratch& ws, 
                                                                  *reinterpret_cast<volatile uint32_t*>(&q.ci)));
              ++guard) {
           if (guard != 0) ph.mark(kPhBetween);
-          service_chunk<kHelped>(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
+          // A pass that cannot be a block pass runs a copy without the block pass's code: with it
+          // inlined, a lone op's put+completion took about 300 ns longer although it never ran.
+          if (kHelped && sub_window_count(static_cast<uint16_t>(db_index - static_cast<uint16_t>(q.ci)) + 1u,
+                                          q.sq.wqe_cnt, blockDim.x / kWarpLanes) > 1) {
+            service_chunk<kHelped, true>(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
+          } else {
+            service_chunk<kHelped, false>(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
+          }
           ph.restart();
           if (guard > 70000) break;  // cannot happen for a valid window (<= 65536 WQEBBs); never spin forever
         }
