@@ -1,7 +1,7 @@
 """native/tests/softnic/goals_table.py, which a device call prints the gpu engine's goals with:
-goal 2 is evaluated against the serial engine only where it ran (it runs on the peer placement
-alone), goal 1 names the bound shapes, goal 3 compares put+completion with the bare copy, and the
-exit code says whether every evaluated goal was met."""
+goal 2 is evaluated against the serial engine only where it ran, and says when the rate is
+mini-gda's own limit; goal 1 names the bound shapes, goal 3 compares put+completion with the bare
+copy, and the exit code says whether every evaluated goal was met."""
 
 from __future__ import annotations
 
@@ -72,3 +72,21 @@ def test_another_before_engine_is_shown_not_judged_as_goal_2(tmp_path: Path):
     rc, out = table(tmp_path, after_run(9.0, 40.0), before)
     assert "not evaluated" in section(out, PEER) and "4.5x" not in out
     assert rc == 0
+
+
+def test_goal_2_missed_where_the_rate_is_mini_gdas_own_says_so(tmp_path: Path):
+    before = [rec(SAME, "msg_rate", "inline 64 B", 4.2), rec(SAME, "ceiling", "inline 64 B", 4.21)]
+    rc, out = table(tmp_path, after_run(14.1, 268.0), before, "--before-serial")
+    same = section(out, SAME)
+    assert "14.10 vs 4.20 Mmsg/s = 3.4x NOT met" in same
+    assert "the rate is mini-gda's own limit here: the engine's ceiling is 19.0x it" in same
+    assert "inline 64 B ceilings: 268.00 vs 4.21 MWQE/s = 63.7x" in same
+    assert "not evaluated" in section(out, PEER) and "BASE=c6ea099" in section(out, PEER)
+    assert rc == 1
+
+
+def test_goal_2_missed_with_the_engine_as_the_limit_names_no_other(tmp_path: Path):
+    before = [rec(SAME, "msg_rate", "inline 64 B", 4.2)]
+    rc, out = table(tmp_path, after_run(14.1, 20.0), before, "--before-serial")
+    assert "3.4x NOT met" in section(out, SAME) and "own limit" not in out
+    assert rc == 1

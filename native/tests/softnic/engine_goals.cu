@@ -19,9 +19,9 @@
 //                landing poll adds a read of the destination line, so split_done runs a little
 //                above completion.
 // Placements: softnic-gpu-same (the engine on 16 SMs of GPU 0) always; softnic-gpu (engine on GPU 1)
-// when two GPUs see each other; --placement NAME runs only that one (the serial engine of goal 2
-// runs only on the peer). Every kernel samples clock64 and %globaltimer: each figure carries the SM
-// clock it ran at. Output: one JSON object per line on stdout (and a readable line on stderr).
+// when two GPUs see each other; --placement NAME runs only that one. Every kernel samples clock64
+// and %globaltimer: each figure carries the SM clock it ran at. Output: one JSON object per line on
+// stdout (and a readable line on stderr).
 // Usage: gicomm-softnic-engine-goals --label NAME [--quick] [--engine-warps N] [--placement NAME]
 // (N: the gpu engine's warps per block, default softnic::kDefaultWarpsPerBlock; every record names
 // it). Exit 0, 1 (a measurement failed; the others still ran), 2 (bad arguments), 77 (no GPU, or
