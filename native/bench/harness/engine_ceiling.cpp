@@ -20,8 +20,8 @@ CeilingMeasurer& measurer(EngineKind k) {
 // What this process measured per shape: the ceiling, or why there is none; said on stderr once,
 // with the first point that uses it (a point whose hardware is missing says only that).
 struct Measured {
-  std::optional<double> mps;
-  std::string how;  // describe_measurement
+  std::optional<double> mps;  // the best of this process's measurements of the shape
+  std::string how;            // describe_measurement of the first
   std::string error;
   bool said = false;
 };
@@ -120,6 +120,33 @@ void prepare_engine_ceiling(const Run& run) {
     m.how = describe_measurement(s);
   } catch (const std::exception& e) {
     m.error = e.what();
+  }
+}
+
+void refresh_engine_ceiling(const Run& run) {
+  std::optional<EngineShape> shape;
+  try {
+    shape = shape_of(run);
+  } catch (const std::exception&) {
+    return;
+  }
+  if (!shape || shape->backend != NicBackend::softnic_cpu) return;
+  const auto it = measured().find(*shape);
+  if (it == measured().end() || !it->second.mps) return;  // a failed measurement says why on its own
+  Measured& m = it->second;
+  if (!m.said) {
+    m.said = true;
+    say_ceiling(*shape, *m.mps, m.how);
+  }
+  const char* point = run.point.point_id.c_str();
+  try {
+    const double again = ceiling_of(measure_engine_ceiling(*shape, short_plan(*shape, run.options.timeout_ms)));
+    m.mps = std::max(*m.mps, again);
+    std::fprintf(stderr, "[gicomm] engine ceiling %s, %s, again before point %s: %.2f Mmsg/s; the best so far %.2f\n",
+                 name_of(shape->backend), shape->text().c_str(), point, again, *m.mps);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[gicomm] engine ceiling %s, %s, again before point %s: failed (%s); the best so far %.2f\n",
+                 name_of(shape->backend), shape->text().c_str(), point, e.what(), *m.mps);
   }
 }
 

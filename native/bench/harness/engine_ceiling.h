@@ -8,8 +8,11 @@
 //    middle half of each round and takes the best round (CeilingMethod). A driver links the
 //    measurers its experiments need and they register themselves.
 //  - the runner's hook: before the first point, the ceiling of each distinct shape of the run's
-//    points (harness/engine_shape.h) is measured once, while no transport holds an engine; every
-//    rate record of a softnic point then carries `engine_ceiling` (ceiling_of, Mmsg/s) and
+//    points (harness/engine_shape.h) is measured once, while no transport holds an engine; a cpu
+//    engine shape is measured again before each of its points, and the best so far kept (its
+//    measurement takes milliseconds, so a busy spell of the cpus its threads are pinned to can
+//    hold every round of one down; interference only ever slows a round). Every rate record of a
+//    softnic point then carries `engine_ceiling` (ceiling_of, Mmsg/s; the best so far) and
 //    `engine_ceiling_shape`. A shape whose measurement fails leaves its records without the field
 //    (the reason goes to stderr with the first point of that shape), so the report says the
 //    ceiling was not measured.
@@ -101,9 +104,12 @@ CeilingSamples measure_engine_ceiling(const EngineShape& shape, const CeilingPla
 CeilingPlan short_plan(const EngineShape& shape, uint32_t timeout_ms);
 
 // The runner's hook. prepare: measures the shape of `run`'s point if not yet measured in this
-// process (nothing for a point without a softnic rate record). attach: gives every rate record of
-// the point the ceiling of its shape.
+// process (nothing for a point without a softnic rate record). refresh, right before the point
+// runs (no transport holds an engine): a cpu engine shape measured before is measured again and
+// the better kept (a failed remeasurement keeps the one before, saying so). attach: gives every
+// rate record of the point the ceiling of its shape.
 void prepare_engine_ceiling(const Run& run);
+void refresh_engine_ceiling(const Run& run);
 void attach_engine_ceiling(const Run& run, std::vector<Record>& records);
 
 }  // namespace gicomm::bench

@@ -1,7 +1,7 @@
 // The engine ceiling's host side (harness/engine_shape.h, harness/engine_ceiling.h): the WQE
 // shape each rate experiment's point maps to, from the real declarations (config/experiments,
 // compiled in), and the runner's hook: one measurement per distinct shape per run, before the
-// first point; every ok rate record of a softnic point carries engine_ceiling (the median round,
+// first point, and a cpu engine shape's again before each of its points (the best so far kept); every ok rate record of a softnic point carries engine_ceiling (the median round,
 // Mmsg/s) and engine_ceiling_shape; other metrics, other backends and failed measurements carry
 // nothing. A stand-in measurer (registered for both engine kinds) counts its calls; a stand-in
 // gda_msg_rate returns a msg_rate and an issue_ns record.
@@ -170,13 +170,24 @@ void bad_plans() {
 // ---- the runner's hook ---------------------------------------------------------------------------
 std::map<std::string, int> measured;  // shape text -> calls
 bool fail_pointer = false;
+// The cpu engine's measurements scaled in turn (then 1): a host's busy spell, and its end.
+std::vector<double> cpu_scales;
+bool fail_cpu_again = false;
 
 CeilingSamples fake_measurer(const EngineShape& s, const CeilingPlan&) {
-  ++measured[s.text()];
+  const int call = ++measured[s.text()];
   if (fail_pointer && !s.inline_payload) throw PointFailure("QP 2: no CQE");
+  double scale = 1.0;
+  if (s.backend == NicBackend::softnic_cpu) {
+    if (fail_cpu_again && call > 1) throw PointFailure("QP 0: no CQE");
+    if (!cpu_scales.empty()) {
+      scale = cpu_scales.front();
+      cpu_scales.erase(cpu_scales.begin());
+    }
+  }
   // 10, 30, 20 Mmsg/s per 1 QP class step: the median is 20 * qps.
   CeilingSamples out;
-  out.wqe_rate_mps = {10.0 * s.qps, 30.0 * s.qps, 20.0 * s.qps};
+  out.wqe_rate_mps = {10.0 * s.qps * scale, 30.0 * s.qps * scale, 20.0 * s.qps * scale};
   return out;
 }
 const CeilingMeasurerRegistration cpu(EngineKind::cpu, fake_measurer);
@@ -215,8 +226,9 @@ void hook(const std::string& dir) {
                            "\"payload\": \"pointer\"}}\n";
   fail_pointer = true;
   CHECK(run(points, out) == 0, "run");
-  // One measurement per distinct shape: a and b share the 64-QP class.
-  CHECK(measured.size() == 3 && measured["inline 8 B, 64 QPs"] == 1 && measured["inline 8 B, 1 QP, 2 engine threads"] == 1 &&
+  // One measurement per distinct shape (a and b share the 64-QP class), and the cpu engine's
+  // again right before its point.
+  CHECK(measured.size() == 3 && measured["inline 8 B, 64 QPs"] == 1 && measured["inline 8 B, 1 QP, 2 engine threads"] == 2 &&
             measured["pointer 8 B, 4 QPs"] == 1,
         "measured %zu shapes", measured.size());
   const auto recs = records_of(out);
@@ -235,6 +247,40 @@ void hook(const std::string& dir) {
   CHECK(run(points, out) == 0 && measured.empty(), "finished points need no ceiling");
 }
 
+// The cpu engine's ceiling is the best so far: a measurement held down at the run's start gives
+// way to the one before the point; a lower one later does not replace it; a failed one keeps it.
+// (Shapes this process has not measured yet: a driver measures each once per process.)
+std::map<std::string, double> cpu_ceilings(const std::string& dir, int qps) {
+  const std::string points = dir + "/cpu-points.jsonl", out = dir + "/cpu-out.jsonl";
+  std::ofstream f(points);
+  for (const char* id : {"c1", "c2", "c3"})
+    f << "{\"point_id\": \"" << id << "\", \"nic_backend\": \"softnic-cpu\", \"params\": {\"qps\": " << qps << "}}\n";
+  f.close();
+  measured.clear();
+  CHECK(run(points, out) == 0, "run (qps %d)", qps);
+  std::map<std::string, double> ceiling;
+  for (const Json& r : records_of(out))
+    if (r["metric"] == "msg_rate") ceiling[r["point_id"].get<std::string>()] = r["engine_ceiling"].get<double>();
+  std::remove(points.c_str());
+  std::remove(out.c_str());
+  return ceiling;
+}
+
+void cpu_best_so_far(const std::string& dir) {
+  cpu_scales = {0.5, 1.0, 0.25, 1.5};  // the run's start 20; before c1 40, c2 10, c3 60
+  auto c = cpu_ceilings(dir, 2);
+  CHECK(measured.size() == 1 && measured.begin()->second == 4, "%s measured %d times",
+        measured.begin()->first.c_str(), measured.begin()->second);
+  CHECK(c["c1"] == 40 && c["c2"] == 40 && c["c3"] == 60, "ceilings %g %g %g", c["c1"], c["c2"], c["c3"]);
+  fail_cpu_again = true;  // the start 320 (16 QPs); every remeasurement fails
+  c = cpu_ceilings(dir, 16);
+  fail_cpu_again = false;
+  CHECK(measured.size() == 1 && measured.begin()->second == 4, "%s measured %d times",
+        measured.begin()->first.c_str(), measured.begin()->second);
+  CHECK(c.size() == 3 && c["c1"] == 320 && c["c2"] == 320 && c["c3"] == 320, "ceilings %g %g %g", c["c1"], c["c2"],
+        c["c3"]);
+}
+
 }  // namespace
 
 int main() {
@@ -244,6 +290,7 @@ int main() {
   const char* dir = mkdtemp(tmpl);
   REQUIRE(dir != nullptr, "mkdtemp");
   hook(dir);
+  cpu_best_so_far(dir);
   std::remove((std::string(dir) + "/points.jsonl").c_str());
   std::remove((std::string(dir) + "/out.jsonl").c_str());
   rmdir(dir);
