@@ -18,12 +18,12 @@
 # What to check: summary.txt says "all evaluated goals met"; every step in steps.tsv exited 0
 # (the GPU checks print "all checks passed"); the SM clock beside each figure.
 #
-# The replaced ("before") engine: the softnic sources of BASE (default 131a17b, the engine last
-# measured and landed: overlapped passes, aligned copies with tails; any engine from 735e3a3 on
-# builds against this tree, older ones lack the default warp count the gda session takes from the
-# engine's header), from $GICOMM_BASELINE_TREE (default ./.device-baseline: a directory holding
+# The replaced ("before") engine: the softnic sources of BASE (default b813484, the engine last
+# measured and landed: block passes, the lone-op form of the helped kernel; any engine from 735e3a3
+# on builds against this tree, older ones lack the default warp count the gda session takes from
+# the engine's header), from $GICOMM_BASELINE_TREE (default ./.device-baseline: a directory holding
 # native/src/nic/softnic/ of that commit, made before the call with
-#   mkdir -p .device-baseline && git archive 131a17b native/src/nic/softnic | tar -x -C .device-baseline
+#   mkdir -p .device-baseline && git archive b813484 native/src/nic/softnic | tar -x -C .device-baseline
 # an untracked directory that travels with the working tree), else from git when this checkout
 # holds BASE. Without either the before run is skipped and summary.txt says so.
 # The serial engine of goal 2 (BASE=c6ea099: multi-WQEBB WQEs on lane 0, one-lane payload copies)
@@ -36,7 +36,7 @@
 set -u
 
 OUT=${OUT:-$PWD/device-check-out}
-BASE=${BASE:-131a17b}
+BASE=${BASE:-b813484}
 TOTAL_S=${TOTAL_S:-540}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUT"
