@@ -8,13 +8,15 @@
 #   rm -rf .device-baseline && mkdir -p .device-baseline &&
 #     git archive c6ea099 native/src/nic/softnic | tar -x -C .device-baseline
 # and carry .whl (see README "GPU machines without network access"). Results under $OUT: check/
-# (device_check.sh's five files) and the campaign's tarball, logs and clocks.
+# (device_check.sh's five files) and the campaign's tarball, logs and clocks. REHEARSE=1 runs the
+# same call on one GPU (the peer placement's points skipped, saying so), to try the call itself.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gicomm-out}
 mkdir -p "$OUT"
 gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
-[ "$gpus" -ge 2 ] || { echo "device-two-gpus: $gpus GPU(s) visible; this call needs two" >&2; exit 77; }
+[ "$gpus" -ge 2 ] || [ "${REHEARSE:-0}" = 1 ] ||
+  { echo "device-two-gpus: $gpus GPU(s) visible; this call needs two (REHEARSE=1 tries it on one)" >&2; exit 77; }
 [ -f .device-baseline/native/src/nic/softnic/gpu_engine.cu ] ||
   echo "device-two-gpus: no .device-baseline: the check runs without the serial engine (goal 2 not evaluated)" >&2
 BASE=c6ea099 OUT=$OUT/check TOTAL_S=${CHECK_S:-150} bash native/tests/softnic/device_check.sh > "$OUT/check.log" 2>&1
