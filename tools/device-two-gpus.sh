@@ -7,9 +7,10 @@
 # Before the call, on a machine with the history:
 #   rm -rf .device-baseline && mkdir -p .device-baseline &&
 #     git archive c6ea099 native/src/nic/softnic | tar -x -C .device-baseline
-# and carry .whl (see README "GPU machines without network access"). Results under $OUT: check/
-# (device_check.sh's five files) and the campaign's tarball, logs and clocks. REHEARSE=1 runs the
-# same call on one GPU (the peer placement's points skipped, saying so), to try the call itself.
+# and carry .whl (see README "GPU machines without network access"). Results under $OUT, seven files
+# (the device tool returns at most eight): check.tar.gz (device_check.sh's five files and its log
+# check.log) and the campaign's tarball, logs and clocks. REHEARSE=1 runs the same call on one GPU
+# (the peer placement's points skipped, saying so), to try the call itself.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gicomm-out}
@@ -19,11 +20,14 @@ gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
   { echo "device-two-gpus: $gpus GPU(s) visible; this call needs two (REHEARSE=1 tries it on one)" >&2; exit 77; }
 [ -f .device-baseline/native/src/nic/softnic/gpu_engine.cu ] ||
   echo "device-two-gpus: no .device-baseline: the check runs without the serial engine (goal 2 not evaluated)" >&2
-BASE=c6ea099 OUT=$OUT/check TOTAL_S=${CHECK_S:-150} bash native/tests/softnic/device_check.sh > "$OUT/check.log" 2>&1
-echo "engine check: exit $? ($(tail -1 "$OUT/check.log"))"
+CHECK=$(mktemp -d)/check
+mkdir -p "$CHECK"
+BASE=c6ea099 OUT=$CHECK TOTAL_S=${CHECK_S:-150} bash native/tests/softnic/device_check.sh > "$CHECK/check.log" 2>&1
+echo "engine check: exit $? ($(tail -1 "$CHECK/check.log"))"
+tar -czf "$OUT/check.tar.gz" -C "$(dirname "$CHECK")" check
 OUT=$OUT DEADLINE_S=${CAMPAIGN_S:-420} bash tools/device-campaign.sh config/campaigns/h200x2-softnic-gpu.yaml \
   --config runs=2 > "$OUT/campaign.log" 2>&1
 status=$?
 tail -3 "$OUT/campaign.log"
-grep -E "^goal|NOT met|all evaluated" "$OUT/check/summary.txt" 2> /dev/null
+grep -E "^goal|NOT met|all evaluated" "$CHECK/summary.txt" 2> /dev/null
 exit "$status"
