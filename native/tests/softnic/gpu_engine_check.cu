@@ -9,7 +9,8 @@
 //             around it), every fetch-add's old value (the running sum: atomics in order), one CQE
 //             per signaled WQE in order with its index and byte count, the engine's counters; then a
 //             bad rkey inside a batch: its error CQE (syndrome 0x13), a flush CQE for every WQE after
-//             it, and nothing written by them.
+//             it, and nothing written by them. Twice: the QP alone (a block of helpers for it), and
+//             behind 40 idle QPs on one block (warps that serve several QPs alone).
 //   ordering  put-with-signal: 4 KiB and 64 KiB writes each followed by a fetch-add on a flag, while
 //             an observer kernel on GPU 0 waits for each flag value and then reads the data: the
 //             signal never overtakes its data. Also 32 unsignaled 4 KiB writes (a whole pass of
@@ -139,8 +140,12 @@ struct Buffer {
 };
 
 // ---- sizes, CQEs, errors and flushes -------------------------------------------------------------
-static void check_sizes(const Placement& pl, std::mt19937& rng) {
-  const std::string tag = std::string(pl.name) + "/sizes";
+// idle_qps = 0: the checked QP alone, on the placement's blocks (the helped kernel: one QP per block).
+// idle_qps > 0: that many QPs that never ring come first and the engine has one block, so its warps
+// serve several QPs each (the kernel of warps alone, with the checked QP's state loaded and stored
+// around each drain).
+static void check_sizes(const Placement& pl, std::mt19937& rng, uint32_t idle_qps = 0) {
+  const std::string tag = std::string(pl.name) + (idle_qps ? "/sizes-warps-alone" : "/sizes");
   constexpr size_t kSrc = 256 << 10, kDst = 8 << 20;
   sn::SoftNic nic;
   Buffer src(kSrc, 0), dst(kDst, 0xee), words(64, 0), fetched(64 << 10, 0xff);
@@ -151,10 +156,11 @@ static void check_sizes(const Placement& pl, std::mt19937& rng) {
   const auto wmr = nic.register_mr(words.dev, 64, sn::kAccessRemoteAtomic);
   const auto fmr = nic.register_mr(fetched.dev, fetched.want.size(), sn::kAccessLocalWrite);
   const sn::QueueConfig qc = queues_for(pl, 256);
+  for (uint32_t i = 0; i < idle_qps; ++i) nic.create_qp(queues_for(pl, 64));
   MirroredQp q(nic, nic.create_qp(qc));
   sn::GpuEngineConfig ec;
   ec.device = pl.engine_device;
-  ec.blocks = pl.engine_blocks;
+  ec.blocks = idle_qps ? 1 : pl.engine_blocks;
   ec.max_runtime_ms = 120000;
   sn::GpuEngine engine(nic, ec);
   cudaStream_t s;
@@ -461,6 +467,7 @@ int main() {
   for (const Placement& pl : placements) {
     if (pl.engine_device == 0) check_beside(pl);  // first: no printf kernel has run in this process yet
     check_sizes(pl, rng);
+    check_sizes(pl, rng, 40);
     check_signal_ordering(pl, 4096);
     check_signal_ordering(pl, 65536);
     check_signal_ordering(pl, 4096, 32);
