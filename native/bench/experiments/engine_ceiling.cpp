@@ -29,8 +29,9 @@ std::vector<Record> engine_ceiling(Run& run) {
   if (shape.inline_payload && shape.bytes > 220)
     throw PointFailure("bad parameter: an inline payload is at most 220 bytes (four WQEBBs), not " +
                        std::to_string(shape.bytes));
-  if (!cpu && shape.qps > 528)
-    throw PointFailure("bad parameter: the gpu engine serves at most 528 QPs, not " + std::to_string(shape.qps));
+  if (!cpu && shape.qps > kGpuEngineMaxQps)
+    throw PointFailure("bad parameter: the gpu engine serves at most " + std::to_string(kGpuEngineMaxQps) +
+                       " QPs, not " + std::to_string(shape.qps));
   CeilingPlan plan;
   plan.depth = run.derived<uint32_t>("depth", cpu ? 1024 : 4096);
   plan.warmup = run.warmup();

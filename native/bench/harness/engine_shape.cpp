@@ -32,11 +32,9 @@ bool is_rate_metric(const std::string& m) {
   return m == "msg_rate" || m == "bulk_msg_rate" || m == "probe_msg_rate" || m == "goodput_gbps";
 }
 
-uint32_t qp_class(uint64_t qps, NicBackend backend) {
-  const uint32_t cap = backend == NicBackend::softnic_cpu ? kCpuEngineMaxQpClass : kGpuEngineMaxQpClass;
-  uint32_t c = 1;
-  while (c < cap && uint64_t(c) * 2 <= qps) c *= 2;
-  return c;
+uint32_t ceiling_qps(uint64_t qps, NicBackend backend) {
+  const uint32_t most = backend == NicBackend::softnic_cpu ? kCpuEngineMaxQps : kGpuEngineMaxQps;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(qps, 1, most));
 }
 
 std::optional<EngineShape> engine_shape_of(const ExperimentSpec& e, const Params& p, std::optional<Transport> t,
@@ -89,7 +87,7 @@ std::optional<EngineShape> engine_shape_of(const ExperimentSpec& e, const Params
     return std::nullopt;
   }
   if (s.bytes < 1 || (s.inline_payload && s.bytes > kMaxInlineBytes)) return std::nullopt;
-  s.qps = qp_class(qps, s.backend);
+  s.qps = ceiling_qps(qps, s.backend);
   s.engine_threads = s.backend == NicBackend::softnic_cpu ? std::max(1u, threads) : 0;
   return s;
 }

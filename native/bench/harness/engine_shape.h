@@ -4,9 +4,10 @@
 // the transport from one that shows the model NIC.
 //
 // The one place a point's shape is computed from its params: the payload (inline in the WQE or
-// read through a pointer), its bytes, the QP count class (the largest power of two not above the
-// point's QPs, so the ceiling is never measured with more parallelism than the point had), and,
-// on the cpu engine, the engine's threads.
+// read through a pointer), its bytes, the point's own QP count, and, on the cpu engine, the
+// engine's threads. The QPs are the point's exactly, not a class below them: how QPs share an
+// engine's warps or threads decides its rate, and one QP more can make it slower (132 QPs on the
+// same-GPU engine's 128 warps leave 4 warps serving two QPs each; a round of 132 ends with them).
 #pragma once
 
 #include <cstdint>
@@ -23,15 +24,16 @@ namespace gicomm::bench {
 constexpr uint32_t kGdaCpuEngineThreads = 2;
 // SMs (engine blocks) the gpu engine reserves on the producer's own GPU (softnic-gpu-same).
 constexpr int kSameGpuEngineBlocks = 16;
-// The largest QP count class per engine: the gpu engine serves at most 528 QPs, the softnic 4096.
-constexpr uint32_t kGpuEngineMaxQpClass = 512;
-constexpr uint32_t kCpuEngineMaxQpClass = 4096;
+// The most QPs a ceiling is measured with: the gpu engine serves at most 528 (its measurement's
+// memory), the cpu engine the softnic's QP table.
+constexpr uint32_t kGpuEngineMaxQps = 528;
+constexpr uint32_t kCpuEngineMaxQps = 4096;
 
 struct EngineShape {
   NicBackend backend = NicBackend::softnic_cpu;  // softnic-cpu, softnic-gpu or softnic-gpu-same
   bool inline_payload = true;
   uint32_t bytes = 8;
-  uint32_t qps = 1;             // the QP count class
+  uint32_t qps = 1;             // the point's QPs (ceiling_qps)
   uint32_t engine_threads = 0;  // cpu engine threads; 0 on the gpu engine
 
   // "inline 64 B, 16 QPs" ("..., 2 engine threads" on the cpu engine): the record's
@@ -47,8 +49,9 @@ struct EngineShape {
 bool is_softnic_engine(NicBackend b);
 // The metrics a software NIC's engine may cap (the report's rate metrics).
 bool is_rate_metric(const std::string& metric);
-// The QP count class of `qps` on `backend`'s engine (>= 1).
-uint32_t qp_class(uint64_t qps, NicBackend backend);
+// The QPs a ceiling for a point of `qps` QPs is measured with on `backend`'s engine: the same, within
+// 1 and the engine's most.
+uint32_t ceiling_qps(uint64_t qps, NicBackend backend);
 
 // The shape of the rate records of a point of experiment `e` (its params `p`, transport and NIC
 // backend as resolved), or nullopt where the point has no rate record on a software NIC.

@@ -40,12 +40,12 @@ std::string text(const std::optional<EngineShape>& s) { return s ? s->text() : "
 
 void shapes() {
   const auto gda = Transport::mini_gda, proxy = Transport::mini_proxy;
-  // gda_msg_rate: 8-byte writes, the point's payload, its QPs as a power-of-two class.
+  // gda_msg_rate: 8-byte writes, the point's payload, its own QPs (not a power of two below them).
   CHECK(text(shape("gda_msg_rate", {}, gda, NicBackend::softnic_gpu)) == "inline 8 B, 1 QP", "defaults");
   CHECK(text(shape("gda_msg_rate", params({{"qps", 132LL}, {"payload", std::string("pointer")}}), gda,
-                   NicBackend::softnic_gpu)) == "pointer 8 B, 128 QPs");
+                   NicBackend::softnic_gpu)) == "pointer 8 B, 132 QPs");
   CHECK(text(shape("gda_msg_rate", params({{"qps", 528LL}}), gda, NicBackend::softnic_gpu_same)) ==
-        "inline 8 B, 512 QPs", "the gpu engine's largest class is 512");
+        "inline 8 B, 528 QPs");
   CHECK(text(shape("gda_msg_rate", params({{"qps", 16LL}}), gda, NicBackend::softnic_cpu)) ==
         "inline 8 B, 16 QPs, 2 engine threads", "mini-gda's cpu engine runs 2 threads");
   // inline_payload: its size and payload, 16 QPs by default.
@@ -66,7 +66,7 @@ void shapes() {
   CHECK(text(shape("connection_scaling", params({{"active_qps", 4096LL}}), gda, NicBackend::softnic_cpu)) ==
         "inline 8 B, 4096 QPs, 2 engine threads");
   CHECK(text(shape("connection_scaling", params({{"active_qps", 32768LL}, {"size", 512LL}}), gda,
-                   NicBackend::softnic_gpu)) == "pointer 512 B, 512 QPs");
+                   NicBackend::softnic_gpu)) == "pointer 512 B, 528 QPs", "the gpu engine's most");
   // proxy_msg_rate (proxy_one_op's parameters): rate mode only; a QP and engine threads per worker.
   CHECK(text(shape("proxy_msg_rate", params({{"mode", std::string("rate")}, {"workers", 8LL}}), proxy,
                    NicBackend::softnic_cpu)) == "inline 8 B, 8 QPs, 8 engine threads");
@@ -76,8 +76,8 @@ void shapes() {
         "one-op modes have no rate record");
   // loaded_rtt and proxy_loaded_probe: 8-byte inline puts on the probe's, the responder's and (reserved)
   // every bulk CTA's QP; mini-proxy one QP and engine thread per worker.
-  CHECK(text(shape("loaded_rtt", params({{"bulk_ctas", 16LL}}), gda, NicBackend::softnic_gpu)) == "inline 8 B, 16 QPs",
-        "18 QPs, class 16");
+  CHECK(text(shape("loaded_rtt", params({{"bulk_ctas", 16LL}}), gda, NicBackend::softnic_gpu)) == "inline 8 B, 18 QPs",
+        "18 QPs");
   CHECK(text(shape("loaded_rtt", params({{"bulk_ctas", 64LL}, {"queue", std::string("shared")}}), gda,
                    NicBackend::softnic_gpu)) == "inline 8 B, 2 QPs");
   CHECK(text(shape("proxy_loaded_probe", params({{"workers", 1LL}}), proxy, NicBackend::softnic_cpu)) ==
@@ -91,9 +91,11 @@ void shapes() {
     CHECK(!shape("gda_msg_rate", {}, gda, b), "backend %s carries no engine ceiling", name_of(b));
   CHECK(!shape("gda_one_op", {}, gda, NicBackend::softnic_gpu), "no rate metric");
   CHECK(!shape("engine_ceiling", {}, Transport::softnic, NicBackend::softnic_cpu), "the ceiling itself");
-  // Classes: the largest power of two not above the QPs.
-  CHECK(qp_class(1, NicBackend::softnic_gpu) == 1 && qp_class(3, NicBackend::softnic_gpu) == 2 &&
-        qp_class(64, NicBackend::softnic_gpu) == 64 && qp_class(100000, NicBackend::softnic_cpu) == 4096);
+  // The point's QPs, within the engine's most.
+  const auto gpu = NicBackend::softnic_gpu_same, cpu = NicBackend::softnic_cpu;
+  CHECK(ceiling_qps(0, gpu) == 1 && ceiling_qps(3, gpu) == 3 && ceiling_qps(132, gpu) == 132 &&
+        ceiling_qps(528, gpu) == 528 && ceiling_qps(529, gpu) == 528 && ceiling_qps(528, cpu) == 528 &&
+        ceiling_qps(100000, cpu) == 4096);
   CHECK(is_rate_metric("msg_rate") && is_rate_metric("goodput_gbps") && is_rate_metric("bulk_msg_rate") &&
         !is_rate_metric("issue_ns") && !is_rate_metric("engine_wqe_rate"));
   // The hook's short plan: at most 32768 WQEs (the gpu engine: 256 a QP when more) and 64 MiB a round.
@@ -219,14 +221,14 @@ int run(const std::string& points, const std::string& out) {
 void hook(const std::string& dir) {
   const std::string points = dir + "/points.jsonl", out = dir + "/out.jsonl";
   std::ofstream(points) << "{\"point_id\": \"a\", \"nic_backend\": \"softnic-gpu\", \"params\": {\"qps\": 64}}\n"
-                           "{\"point_id\": \"b\", \"nic_backend\": \"softnic-gpu\", \"params\": {\"qps\": 100}}\n"
+                           "{\"point_id\": \"b\", \"nic_backend\": \"softnic-gpu\", \"params\": {\"qps\": 64, \"batch\": 16}}\n"
                            "{\"point_id\": \"c\", \"nic_backend\": \"softnic-cpu\", \"params\": {\"qps\": 1}}\n"
                            "{\"point_id\": \"d\", \"nic_backend\": \"mlx5\", \"params\": {\"qps\": 64}}\n"
                            "{\"point_id\": \"e\", \"nic_backend\": \"softnic-gpu\", \"params\": {\"qps\": 4, "
                            "\"payload\": \"pointer\"}}\n";
   fail_pointer = true;
   CHECK(run(points, out) == 0, "run");
-  // One measurement per distinct shape (a and b share the 64-QP class), and the cpu engine's
+  // One measurement per distinct shape (a and b differ only in batch: one shape), and the cpu engine's
   // again right before its point.
   CHECK(measured.size() == 3 && measured["inline 8 B, 64 QPs"] == 1 && measured["inline 8 B, 1 QP, 2 engine threads"] == 2 &&
             measured["pointer 8 B, 4 QPs"] == 1,
@@ -237,7 +239,7 @@ void hook(const std::string& dir) {
   for (const Json& r : recs) (r["metric"] == "msg_rate" ? rate : issue)[r["point_id"].get<std::string>()] = r;
   CHECK(rate["a"]["engine_ceiling"] == 1280 && rate["a"]["engine_ceiling_shape"] == "inline 8 B, 64 QPs",
         "a: %s", rate["a"].dump().c_str());
-  CHECK(rate["b"]["engine_ceiling"] == 1280, "b shares a's class");
+  CHECK(rate["b"]["engine_ceiling"] == 1280, "b shares a's shape");
   CHECK(rate["c"]["engine_ceiling"] == 20 && rate["c"]["engine_ceiling_shape"] == "inline 8 B, 1 QP, 2 engine threads");
   CHECK(!rate["d"].contains("engine_ceiling") && !rate["d"].contains("engine_ceiling_shape"), "mlx5 carries none");
   CHECK(!rate["e"].contains("engine_ceiling"), "a failed measurement leaves the field out");
