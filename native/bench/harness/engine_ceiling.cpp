@@ -90,10 +90,11 @@ void check_plan(const CeilingPlan& p, uint32_t wqebbs) {
 
 CeilingPlan short_plan(const EngineShape& shape, uint32_t timeout_ms) {
   const bool cpu = shape.backend == NicBackend::softnic_cpu;
-  // A gpu-engine round gives each QP at least 8 passes of 32 WQEs where the payload allows: with 62
-  // WQEs per QP (528 QPs, 32768 in all) the one-doorbell round's ramp held the ceiling below
-  // mini-gda's own rate on the H200 (a ceiling of 1185 MWQE/s against 1246 Mmsg/s).
-  const uint64_t wqes = cpu ? 32768 : std::max<uint64_t>(32768, uint64_t(256) * shape.qps);
+  // A gpu-engine round gives each QP at least 64 passes of 32 WQEs where the payload allows (at
+  // most 1.1 M WQEs, about a millisecond): the one-doorbell round's ramp held the ceiling below
+  // mini-gda's own rate on the H200 with fewer (528 QPs: 1185 MWQE/s with 62 WQEs per QP, 1192-1204
+  // with 256, against 1246-1253 Mmsg/s).
+  const uint64_t wqes = cpu ? 32768 : std::max<uint64_t>(32768, uint64_t(2048) * shape.qps);
   const uint64_t per_round = std::min<uint64_t>(wqes, (uint64_t(64) << 20) / std::max(1u, shape.bytes));
   CeilingPlan p;
   // The cpu engine's rounds are long enough that their middle half is thousands of WQEs.

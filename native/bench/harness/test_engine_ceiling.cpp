@@ -107,8 +107,8 @@ void shapes() {
   EngineShape one;
   one.backend = NicBackend::softnic_gpu;
   CHECK(short_plan(one, 2000).depth == 4096 && short_plan(one, 2000).rounds == 3, "the gpu engine's plan");
-  one.qps = 528;  // many QPs: 256 WQEs each, not 32768 / 528 = 62
-  CHECK(short_plan(one, 2000).depth == 256, "8 B x 528 QPs: depth %u", short_plan(one, 2000).depth);
+  one.qps = 528;  // many QPs: 2048 WQEs each, not 32768 / 528 = 62
+  CHECK(short_plan(one, 2000).depth == 2048, "8 B x 528 QPs: depth %u", short_plan(one, 2000).depth);
   one.inline_payload = false;
   one.bytes = 4096;  // the payload's 64 MiB bound stays: 16384 / 528 = 31
   CHECK(short_plan(one, 2000).depth == 31, "4 KiB x 528 QPs: depth %u", short_plan(one, 2000).depth);
