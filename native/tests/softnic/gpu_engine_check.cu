@@ -16,7 +16,10 @@
 //             signal never overtakes its data. Also 32 unsignaled 4 KiB writes (a whole pass of
 //             32 WQEBBs) rung with their signal, so the signal runs in the pass after its data and
 //             that pass releases no CQE before it; and writes of 220 and 1000 B, which end in a
-//             partial 16-byte block (the aligned road's tail).
+//             partial 16-byte block (the aligned road's tail). And 8, 32 or 64 writes of 64 KiB
+//             per signal, epochs the blocks without a QP help move (the grid's help); 64 are
+//             more than a window, which the block's warps would share (a block pass) were its
+//             copies not the grid's.
 //   beside    (the engine on the producer's GPU) a kernel that calls printf and has a stack frame,
 //             first launched while the engine runs, runs then (mini-gda's kernels are such; the
 //             driver commits the printf FIFO at the first one, waiting for the context to be idle,
@@ -324,13 +327,15 @@ __global__ void observer_kernel(const uint64_t* flag, const uint8_t* dst, uint32
 
 // `puts`: writes of `bytes` per signal, every one from and to a 16-byte boundary (a length that is
 // not whole 16-byte blocks leaves a partial last block: the aligned road's tail). 1: several rounds
-// (write, signal) per doorbell. 32: a round fills a whole pass (32 one-WQEBB writes) and is rung
-// with its signal alone, so the signal is the first WQE of the next pass, after a pass with no CQE
-// to release.
+// (write, signal) per doorbell. More: a round is rung alone; 32 fill a whole pass (32 one-WQEBB
+// writes), so the signal is the first WQE of the next pass, after a pass with no CQE to release.
+// 8, 32 or 64 writes of 64 KiB are epochs long enough for the grid's help (warp_plan.h, grid_epoch):
+// with the signal in their pass, in the pass after a deferred one, and rung as two windows and the
+// signal (warp 0's pass alone with the grid, not a block pass: block_pass_warps).
 static void check_signal_ordering(const Placement& pl, uint32_t bytes, uint32_t puts = 1) {
-  const std::string tag =
-      std::string(pl.name) + "/signal-" + std::to_string(bytes) + (puts > 1 ? "-after-a-pass" : "");
-  const uint32_t rounds = puts > 1 ? 64 : bytes >= 65536 ? 48 : 200;
+  const std::string tag = std::string(pl.name) + "/signal-" + std::to_string(bytes) +
+                          (puts == 32 ? "-after-a-pass" : puts > 1 ? "-x" + std::to_string(puts) : "");
+  const uint32_t rounds = puts > 1 ? (size_t(puts) * bytes >= (512u << 10) ? 8 : 64) : bytes >= 65536 ? 48 : 200;
   const uint32_t stride = (bytes + 15) / 16 * 16, round_bytes = puts * stride;
   sn::SoftNic nic;
   Buffer src(size_t(rounds) * round_bytes, 0), dst(size_t(rounds) * round_bytes, 0), flag(64, 0), old(64, 0);
@@ -382,6 +387,11 @@ static void check_signal_ordering(const Placement& pl, uint32_t bytes, uint32_t 
   unsigned long long result[2];
   CUDA(cudaMemcpy(result, d_result, 16, cudaMemcpyDeviceToHost));
   engine.stop(20000);
+  const uint64_t grid_rounds = engine.counters().grid_rounds;
+  // Long epochs with blocks to spare go to the grid; the rest never do.
+  const bool grid_expected = size_t(std::min(puts, 32u)) * bytes >= (256u << 10);
+  CHECK(grid_expected == (grid_rounds != 0), "%s: %llu rounds moved by helper blocks, expected %s", tag.c_str(),
+        (unsigned long long)grid_rounds, grid_expected ? "some" : "none");
   CHECK(result[1] == 0, "%s: the observer timed out waiting for a signal", tag.c_str());
   CHECK(result[0] == 0, "%s: %llu data bytes read after their signal were not the data (the signal overtook it)",
         tag.c_str(), result[0]);
@@ -475,6 +485,10 @@ int main() {
     check_signal_ordering(pl, 220);
     check_signal_ordering(pl, 220, 32);
     check_signal_ordering(pl, 1000, 32);
+    // Long epochs: one QP's copies moved by the blocks without a QP too (the grid's help).
+    check_signal_ordering(pl, 65536, 8);
+    check_signal_ordering(pl, 65536, 32);
+    check_signal_ordering(pl, 65536, 64);
   }
   if (placements.size() < 2) std::printf("note: one GPU: the peer-GPU placement (softnic-gpu) was not checked\n");
   if (gicomm::test::failures().load()) {

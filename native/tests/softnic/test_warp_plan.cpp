@@ -160,6 +160,12 @@ static void check_block_pass_rules(std::mt19937& rng) {
   g[0].deferrable = 1;
   CHECK(sn::block_pass_warps(g, 3, 8) == 1 && sn::block_pass_warps(g, 8, 8) == 8,
         "warp 0's deferrable pass alone unless every warp of the block takes a sub-window");
+  g[0].deferrable = sn::kPassToGrid;
+  CHECK(sn::block_pass_warps(g, 3, 8) == 1 && sn::block_pass_warps(g, 8, 8) == 1,
+        "warp 0's pass alone when its copies go to the grid, even with every warp taking a sub-window");
+  CHECK(sn::pass_deferral(false, 1000, 7, 15) == sn::kPassRuns && sn::pass_deferral(true, 27, 7, 15) == sn::kPassDeferred &&
+            sn::pass_deferral(true, 28, 7, 15) == sn::kPassToGrid && sn::pass_deferral(true, 1000, 7, 0) == sn::kPassDeferred,
+        "a deferrable pass goes to the grid as grid_epoch says (4 rounds per local warp, helpers present)");
   for (int round = 0; round < 2000; ++round) {
     sn::SubWindow s[8];
     const uint32_t n = 1 + rng() % 8;
@@ -382,6 +388,7 @@ static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo
 // CQEs go out.
 struct SimBlock {
   uint32_t warps = 8;  // the block's warps (its sub-windows of a block pass)
+  uint32_t grid_helpers = 0;  // its helper blocks (grid_helpers): a long pass goes to them, not a block pass
   sn::CopyDesc job[kWarpLanes];
   uint32_t job_nb = 0, job_total = 0;
   bool posted = false;
@@ -484,15 +491,15 @@ struct SimChecked {
   sn::ExecResult r[kWarpLanes];
   uint32_t copy_lanes = 0, atomic_lanes = 0, signaled = 0;
   uint64_t bytes = 0;
-  // The block pass's view of it; `deferrable`: its pass alone would be deferred (post_ready: aligned
-  // copies of at least two rounds; asked of warp 0's only).
-  sn::SubWindow sub(bool deferrable = false) const {
+  // The block pass's view of it; `deferral`: what its pass alone would do (pass_deferral; asked of
+  // warp 0's only).
+  sn::SubWindow sub(uint32_t deferral = sn::kPassRuns) const {
     return sn::SubWindow{first,
                          pre.consumed,
                          static_cast<uint32_t>(__builtin_popcount(pre.starts)),
                          static_cast<uint32_t>(__builtin_popcount(signaled)),
                          static_cast<uint32_t>(__builtin_popcount(atomic_lanes)),
-                         deferrable ? 1u : 0u};
+                         deferral};
   }
 };
 
@@ -598,10 +605,14 @@ static void sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index, sn:
     sim_check_window(q, t, ci + v * sn::kWindowWqebbs, avail - v * sn::kWindowWqebbs,
                      subs > 1 ? sn::kSubWindowReads : sn::kWindowWqebbs, v > 0, checked[v]);
     io.readable.push_back({reinterpret_cast<const uint8_t*>(checked[v].window), sizeof checked[v].window});
-    const bool deferrable = v == 0 && subs > 1 &&
-                            sn::deferrable_pass(true, checked[0].copy_lanes, checked[0].atomic_lanes) &&
-                            AlignedPack(checked[0].copy_lanes, checked[0].rec).deferrable();
-    sub[v] = checked[v].sub(deferrable);
+    uint32_t deferral = sn::kPassRuns;
+    if (v == 0 && subs > 1) {
+      const AlignedPack pack(checked[0].copy_lanes, checked[0].rec);
+      deferral = sn::pass_deferral(sn::deferrable_pass(true, checked[0].copy_lanes, checked[0].atomic_lanes) &&
+                                       pack.deferrable(),
+                                   sn::aligned_rounds(pack.total), w.blk->warps - 1u, w.blk->grid_helpers);
+    }
+    sub[v] = checked[v].sub(deferral);
   }
   const uint32_t k = subs > 1 ? sn::block_pass_warps(sub, subs, w.blk->warps) : 1u;
   st.block_alone += subs > 1 && k == 1;
@@ -814,6 +825,7 @@ static void check_passes_match_serial(std::mt19937& rng) {
       std::memcpy(nic.cq(qp).buf, cq_before.data(), cq_bytes);
       SimBlock block;  // half the QPs are a helped block's, of 8 warps or 3
       block.warps = qp_round % 3 == 1 ? 3 : 8;
+      block.grid_helpers = qp_round % 4 == 0 ? sn::kMaxGridHelpers : 0u;
       drain(q, nic.tables(), db, warp_ctr, true, io, st, qp_round % 2 == 0 ? &block : nullptr);
       const std::string where = "QP round " + std::to_string(qp_round) + " batch " + std::to_string(round);
       CHECK(io.bad_loads == 0, "%s: %d loads outside readable memory", where.c_str(), io.bad_loads);
@@ -875,12 +887,57 @@ static void check_passes_match_serial(std::mt19937& rng) {
               (unsigned long long)st.block_collapsed, (unsigned long long)st.block_entries);
 }
 
+// The grid's help: every QP-less block of a helped launch helps one QP's block, the helpers of an
+// owner are numbered 0..n-1 (n = grid_helpers), and the rounds' first indices of the owner's copying
+// warps and its helpers' warps are 0..step-1, each once (so every round of an epoch is moved once).
+static void check_grid_roles() {
+  for (uint32_t blocks = 1; blocks <= 140; ++blocks) {
+    for (uint32_t qps = 0; qps <= blocks; ++qps) {
+      std::vector<std::vector<uint32_t>> ordinals(qps);
+      for (uint32_t b = 0; b < blocks; ++b) {
+        const sn::GridRole r = sn::grid_role(blocks, qps, b);
+        CHECK(!r.helps || (b >= qps && r.owner < qps), "blocks %u qps %u: block %u helps %u", blocks, qps, b, r.owner);
+        if (r.helps) ordinals[r.owner].push_back(r.ordinal);
+      }
+      for (uint32_t o = 0; o < qps; ++o) {
+        const uint32_t n = sn::grid_helpers(blocks, qps, o);
+        std::vector<uint32_t> want(n);
+        for (uint32_t i = 0; i < n; ++i) want[i] = i;
+        CHECK(ordinals[o] == want, "blocks %u qps %u owner %u: %zu helpers, grid_helpers says %u", blocks, qps, o,
+              ordinals[o].size(), n);
+        CHECK(n <= sn::kMaxGridHelpers, "at most %u helpers", sn::kMaxGridHelpers);
+      }
+    }
+  }
+  CHECK(sn::grid_helpers(16, 1, 0) == 15 && sn::grid_helpers(132, 1, 0) == 15 && sn::grid_helpers(16, 16, 3) == 0 &&
+            sn::grid_helpers(16, 4, 0) == 3,
+        "one QP on 16 or 132 blocks has 15 helpers; 16 QPs none; 4 QPs 3 each");
+  for (uint32_t wpb : {2u, 8u})
+    for (uint32_t local : {wpb - 1, wpb})
+      for (uint32_t helpers = 0; helpers <= sn::kMaxGridHelpers; ++helpers) {
+        const uint32_t step = local + helpers * wpb;
+        std::vector<int> seen(step, 0);
+        for (uint32_t i = 0; i < local; ++i) ++seen[i];
+        for (uint32_t h = 0; h < helpers; ++h)
+          for (uint32_t w = 0; w < wpb; ++w) {
+            const uint32_t f = sn::grid_first_round(local, wpb, h, w);
+            if (f < step) ++seen[f];
+            else CHECK(false, "first round %u past step %u", f, step);
+          }
+        CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(step),
+              "wpb %u local %u helpers %u: a first round taken twice or not at all", wpb, local, helpers);
+      }
+  CHECK(!sn::grid_epoch(31, 8, 15) && sn::grid_epoch(32, 8, 15) && !sn::grid_epoch(1000, 8, 0),
+        "an epoch goes to the grid from 4 rounds per warp, and only with helpers");
+}
+
 int main() {
   std::mt19937 rng(2024);
   check_plan_window(rng);
   check_prefix_epochs_slots(rng);
   check_block_pass_rules(rng);
   check_copy_blocks(rng);
+  check_grid_roles();
   check_passes_match_serial(rng);
   if (gicomm::test::failures().load()) {
     std::fprintf(stderr, "test_warp_plan: %d failures\n", gicomm::test::failures().load());

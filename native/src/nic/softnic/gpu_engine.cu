@@ -280,6 +280,20 @@ struct BlockCopyJob {
   // where it starts, what was rung, how many sub-windows the warps check (0: a copy job). A helper
   // reads them when the job is posted: warp 0 may post the next job as soon as the pass is planned.
   uint32_t window_ci = 0, window_avail = 0, window_subs = 0;
+  uint32_t grid_blocks = 0;  // helper blocks that move rounds of this copy job too (GridJob)
+};
+
+// A block's epoch of aligned copies shared with its helper blocks (warp_plan.h, grid_role): in
+// global memory, one per block, written by the owner block's warp 0 and read by its helpers. The
+// owner posts the copies and a new `seq` (release); each helper block's warp 0 sees it (acquire),
+// its warps move their rounds, and warp 0 adds 1 to `done` after a system-scope fence, cumulative
+// over its block's stores; the owner block's last warp waits for `done` to count every helper before
+// the job's done barrier, so the CQEs' release comes after every helper's payload stores.
+struct GridJob {
+  uint32_t seq;   // jobs posted (helpers start at 0: none seen)
+  uint32_t done;  // helper blocks done with job `seq`
+  uint32_t nb, total, first, step;
+  CopyDesc descs[kWarpLanes];  // the epoch's copies, compacted
 };
 
 // A pass whose copies the helpers are still moving while warp 0 goes on to the next pass: its
@@ -301,6 +315,13 @@ struct BlockShared {
   CopyDesc copies[2][kWarpLanes];  // the pending pass's and the next one's
   PendingPass pending;
   uint32_t next_buf;
+  // The grid's help (GridJob): this block's job, its helper blocks, the jobs posted; and what bounds
+  // the wait for the helpers (the engine stopping, or its watchdog).
+  GridJob* grid;
+  uint32_t grid_blocks, grid_seq;
+  uint32_t grid_first, grid_step;  // a helper block's: its warp 0's first round of the job, and the step
+  volatile int* stop_relay;
+  unsigned long long started_ns, budget_ns;
 };
 // Named barriers (0 is __syncthreads'): a job posted and done; a block pass's sub-windows checked,
 // its taken warps' payloads moved, their CQEs out.
@@ -322,6 +343,41 @@ __device__ __forceinline__ void aligned_rounds_of(const CopyDesc* descs, uint32_
 __device__ void help_block_pass(BlockShared* bs, const QpState& q, const Tables& tables, WarpScratch& ws,
                                 uint32_t w, uint32_t ci, uint32_t avail, uint32_t subs, uint32_t lane, Counters& ctr);
 
+// The owner block's side of a grid job (GridJob). post_grid, by warp 0's 32 lanes: when the epoch is
+// long enough for the grid (grid_epoch; `local`: the block's own copying warps), its copies and
+// rounds go to the helpers; returns the helper blocks that take part (0: the block copies alone).
+__device__ __forceinline__ uint32_t post_grid(BlockShared* bs, const CopyDesc* descs, uint32_t nb, uint32_t total,
+                                              uint32_t local, uint32_t lane) {
+  const uint32_t helpers = bs->grid_blocks;
+  if (!grid_epoch(aligned_rounds(total), local, helpers)) return 0u;
+  GridJob* g = bs->grid;
+  if (lane < total / nb) g->descs[lane] = descs[lane];
+  if (lane == 0) {
+    g->done = 0u;
+    g->nb = nb;
+    g->total = total;
+    g->first = local;
+    g->step = local + helpers * (blockDim.x / kWarpLanes);
+  }
+  __syncwarp();  // every lane's stores before lane 0's release (cumulative over them)
+  if (lane == 0) order::st_release_gpu_u32(&g->seq, ++bs->grid_seq);
+  return helpers;
+}
+
+// The owner block's wait for its helpers' `done`, by one warp. Bounded: the engine stopping (its
+// helpers have stopped too) or its watchdog ends it.
+__device__ __noinline__ void await_grid(BlockShared* bs, uint32_t helpers, uint32_t lane) {
+  if (lane == 0) {
+    for (uint32_t spin = 0; order::ld_acquire_sys_u32(&bs->grid->done) < helpers; ++spin) {
+      if ((spin & 255) == 255 &&
+          (*bs->stop_relay != 0 || order::globaltimer_ns() - bs->started_ns > bs->budget_ns))
+        break;
+      __nanosleep(32);
+    }
+  }
+  __syncwarp();
+}
+
 // A helper warp (warp `wib` of the block's `wpb`): every job warp 0 posts, until it ends: an epoch
 // of copies, or its sub-window of a block pass (`q`: warp 0's QP; `ws`, `ctr`: the helper's own;
 // `tables` by value, so that the kernel's arguments stay in the constant bank, not a stack copy).
@@ -336,7 +392,8 @@ __device__ __noinline__ void help_block(BlockShared* bs, const QpState& q, const
       continue;
     }
     const uint32_t skip = job.owner_copies ? 0u : 1u;  // warp 0 copies its share too, or none
-    aligned_rounds_of(job.descs, job.nb, job.total, wib - skip, wpb - skip, lane);
+    aligned_rounds_of(job.descs, job.nb, job.total, wib - skip, wpb - skip + job.grid_blocks * wpb, lane);
+    if (job.grid_blocks != 0 && wib == wpb - 1) await_grid(bs, job.grid_blocks, lane);
     block_barrier(kJobDone);
   }
 }
@@ -410,7 +467,7 @@ __device__ __forceinline__ void aligned_tails(uint32_t lanes, const CopyDesc& mi
 // copies of one length by aligned_round (no search for a block's copy, no shifts) and their tails
 // by their own lanes; otherwise every block of every copy is dealt out to the lanes,
 // kBlocksPerLane in flight per lane.
-__device__ void warp_copy(WarpScratch& ws, BlockCopyJob* job, uint32_t lanes, const CopyDesc& mine, uint32_t lane) {
+__device__ void warp_copy(WarpScratch& ws, BlockShared* bs, uint32_t lanes, const CopyDesc& mine, uint32_t lane) {
   const bool active = ((lanes >> lane) & 1u) != 0;
   const uint32_t blocks = active ? copy_block_count(mine) : 0u;
   WarpCopyIo io;
@@ -426,11 +483,12 @@ __device__ void warp_copy(WarpScratch& ws, BlockCopyJob* job, uint32_t lanes, co
   const AlignedEpoch ae = aligned_epoch(lanes, mine, lane, 1u, ws.copies);
   if (ae.nb != 0) {
     aligned_tails(lanes, mine, ae, lane);
-    if (job != nullptr && aligned_rounds(ae.total) > 1) {
-      if (lane == 0) *job = BlockCopyJob{ws.copies, ae.nb, ae.total, 0u, 1u};
-      block_barrier(kJobPosted);
+    if (bs != nullptr && aligned_rounds(ae.total) > 1) {
       const uint32_t wpb = blockDim.x / kWarpLanes;
-      aligned_rounds_of(ws.copies, ae.nb, ae.total, 0u, wpb, lane);
+      const uint32_t grid = post_grid(bs, ws.copies, ae.nb, ae.total, wpb, lane);
+      if (lane == 0) bs->job = BlockCopyJob{ws.copies, ae.nb, ae.total, 0u, 1u, 0u, 0u, 0u, grid};
+      block_barrier(kJobPosted);
+      aligned_rounds_of(ws.copies, ae.nb, ae.total, 0u, wpb + grid * wpb, lane);
       block_barrier(kJobDone);  // the helpers' stores before the CQEs; ws.copies free again
       return;
     }
@@ -457,12 +515,12 @@ __device__ void warp_copy(WarpScratch& ws, BlockCopyJob* job, uint32_t lanes, co
 // order (a fetch-add returns the running sum, as a NIC executes a QP's atomics in order). Uniform.
 // `unfenced`: the warp (or its helpers) wrote since its last system-scope fence or release, in this
 // pass or an earlier one (a put whose pass signaled nothing, then the signal in the next pass).
-__device__ void run_effects(WarpScratch& ws, BlockCopyJob* job, uint32_t remaining, uint32_t copy_lanes, uint32_t atomic_lanes,
+__device__ void run_effects(WarpScratch& ws, BlockShared* bs, uint32_t remaining, uint32_t copy_lanes, uint32_t atomic_lanes,
                             const EffectRecorder& rec, uint32_t lane, GpuMem& mem, bool& unfenced) {
   while (remaining != 0) {
     const Epoch e = next_epoch(remaining, copy_lanes, atomic_lanes);
     if (e.copies != 0) {
-      warp_copy(ws, job, e.copies, rec.move, lane);
+      warp_copy(ws, bs, e.copies, rec.move, lane);
       unfenced = true;
     }
     if (e.atomic < kWarpLanes) {
@@ -501,8 +559,9 @@ struct EngineBlock {
   }
   __device__ void await_copies() { block_barrier(kJobDone); }
   __device__ void post_copies() {
+    const uint32_t grid = post_grid(bs, descs, ae.nb, ae.total, blockDim.x / kWarpLanes - 1u, lane);
     if (lane == 0) {
-      bs->job = BlockCopyJob{descs, ae.nb, ae.total, 0u, 0u};
+      bs->job = BlockCopyJob{descs, ae.nb, ae.total, 0u, 0u, 0u, 0u, 0u, grid};
       bs->next_buf ^= 1u;
     }
     block_barrier(kJobPosted);
@@ -510,8 +569,7 @@ struct EngineBlock {
   __device__ void move_tails() { aligned_tails(copy_lanes, rec->move, ae, lane); }
   __device__ void publish_pending(bool& unfenced) { publish_staged(bs, lane, unfenced); }
   __device__ void run_effects(bool& unfenced) {
-    softnic::run_effects(*ws, bs != nullptr ? &bs->job : nullptr, starts, copy_lanes, atomic_lanes, *rec, lane, *mem,
-                         unfenced);
+    softnic::run_effects(*ws, bs, starts, copy_lanes, atomic_lanes, *rec, lane, *mem, unfenced);
   }
 };
 
@@ -536,7 +594,57 @@ struct KernelArgs {
                              // pinned memory made every system-scope operation of the engine slow)
   Counters* counters;   // one per warp
   unsigned long long budget_ns;  // watchdog: each warp ends this long after it started
+  GridJob* grid;        // one per block (the helped kernel's grid help)
 };
+
+// A helper block (grid_role) of QP `owner`'s block: warp 0 polls that block's GridJob; each job's
+// copies come to this block's shared memory and every warp moves its rounds, then warp 0 counts the
+// block done. Ends when the engine stops or its watchdog fires. Called by every warp of the block.
+__device__ __noinline__ void help_grid(const KernelArgs& a, BlockShared* bs, GridRole role, uint32_t wib, uint32_t wpb,
+                                       uint32_t lane, Counters& ctr) {
+  GridJob* g = a.grid + role.owner;
+  BlockCopyJob& job = bs->job;
+  const unsigned long long started = order::globaltimer_ns();
+  uint32_t seen = 0;  // jobs seen (warp 0's)
+  for (;;) {
+    if (wib == 0) {
+      uint32_t stop = 0;
+      if (lane == 0) {
+        for (uint32_t spin = 0; order::ld_acquire_sys_u32(&g->seq) == seen; ++spin) {
+          if ((spin & 255) == 255 && (*a.stop_relay != 0 || order::globaltimer_ns() - started > a.budget_ns)) {
+            stop = 1;
+            break;
+          }
+          __nanosleep(64);
+        }
+      }
+      __syncwarp();  // lane 0's acquire before every lane's reads of the job
+      stop = __shfl_sync(kFullWarp, stop, 0);
+      if (!stop) {
+        ++seen;  // the owner posts the next job only when this block is done with this one
+        const uint32_t nb = g->nb, total = g->total;
+        if (lane < total / nb) bs->copies[0][lane] = g->descs[lane];
+        if (lane == 0) {
+          job.nb = nb;
+          job.total = total;
+          bs->grid_first = grid_first_round(g->first, wpb, role.ordinal, 0u);
+          bs->grid_step = g->step;
+        }
+      }
+      if (lane == 0) job.stop = stop;
+    }
+    block_barrier(kJobPosted);
+    if (job.stop) return;
+    const uint32_t first = bs->grid_first + wib, rounds = aligned_rounds(job.total);
+    aligned_rounds_of(bs->copies[0], job.nb, job.total, first, bs->grid_step, lane);
+    if (first < rounds) ctr.grid_rounds += (rounds - 1 - first) / bs->grid_step + 1;
+    block_barrier(kJobDone);  // also: warp 0 rewrites the job only after every warp has read it
+    if (wib == 0 && lane == 0) {
+      order::fence_acq_rel_sys();  // every warp's stores (the barrier) before the count
+      atomicAdd(&g->done, 1u);
+    }
+  }
+}
 
 // The next pass's window, loaded while this pass's CQEs are published: the CQE release waits one
 // memory round trip for the payload and CQE stores anyway, and the loads take the same trip.
@@ -644,15 +752,18 @@ __device__ __forceinline__ uint32_t plan_block_pass(BlockShared* bs, uint32_t w,
     const uint32_t signaled = __ballot_sync(kFullWarp, runs_now(c, lane) && c.r.signaled);
     const uint32_t atomics = atomic_lanes_of(c, lane);
     // Warp 0's pass alone: deferred when its copies take the aligned road two rounds or more
-    // (run_pass_effects, EngineBlock::post_ready).
-    bool deferrable = false;
+    // (run_pass_effects, EngineBlock::post_ready), to the grid when they are long (post_copies).
+    uint32_t deferral = kPassRuns;
     if (w == 0) {
       const uint32_t copies = copy_lanes_of(c, lane);
-      deferrable = deferrable_pass(true, copies, atomics) && aligned_shape(copies, c.rec.move, lane, 2u).nb != 0;
+      if (deferrable_pass(true, copies, atomics)) {  // uniform: the vote only for copies alone
+        const AlignedEpoch ae = aligned_shape(copies, c.rec.move, lane, 2u);
+        deferral = pass_deferral(ae.nb != 0, aligned_rounds(ae.total), blockDim.x / kWarpLanes - 1u, bs->grid_blocks);
+      }
     }
     if (lane == 0)
       bs->sub[w] = SubWindow{c.first,           c.pre.consumed,        popcount32(c.pre.starts),
-                             popcount32(signaled), popcount32(atomics), deferrable ? 1u : 0u};
+                             popcount32(signaled), popcount32(atomics), deferral};
   }
   block_barrier(kPassChecked);
   return block_pass_warps(bs->sub, subs, blockDim.x / kWarpLanes);
@@ -938,6 +1049,16 @@ __global__ void engine_kernel(KernelArgs a) {
   const uint32_t wib = threadIdx.x >> 5, wpb = blockDim.x >> 5;
   const bool helped = kHelped && blockIdx.x < a.num_qps;
   BlockShared* bs = helped ? reinterpret_cast<BlockShared*>(engine_smem + kScratchBytes * wpb) : nullptr;
+  if constexpr (kHelped) {
+    const GridRole role = grid_role(gridDim.x, a.num_qps, blockIdx.x);
+    if (role.helps) {  // no QP of its own: it helps a QP's block copy (counting the rounds it moved)
+      Counters gctr;
+      help_grid(a, reinterpret_cast<BlockShared*>(engine_smem + kScratchBytes * wpb), role, wib, wpb,
+                static_cast<uint32_t>(lane), gctr);
+      if (lane == 0) a.counters[warp] = gctr;
+      return;
+    }
+  }
   if (helped && wib != 0) {
     Counters hctr;
     const QpState& owner_qp = reinterpret_cast<const WarpScratch*>(engine_smem)[0].qp;
@@ -945,7 +1066,15 @@ __global__ void engine_kernel(KernelArgs a) {
     if (lane == 0) a.counters[warp] = hctr;
     return;
   }
-  if (helped && lane == 0) bs->next_buf = 0u;
+  if (helped && lane == 0) {
+    bs->next_buf = 0u;
+    bs->grid = a.grid + blockIdx.x;
+    bs->grid_blocks = grid_helpers(gridDim.x, a.num_qps, blockIdx.x);
+    bs->grid_seq = 0u;
+    bs->stop_relay = a.stop_relay;
+    bs->started_ns = order::globaltimer_ns();
+    bs->budget_ns = a.budget_ns;
+  }
   if (own_one && lane == 0) ws.qp = a.qps[warp];
   __syncwarp();
   Counters ctr;
@@ -1009,6 +1138,7 @@ GpuEngine::~GpuEngine() {
   cudaFree(d_mrs_);
   cudaFree(d_dcts_);
   cudaFree(d_counters_);
+  cudaFree(d_grid_);
   if (h_flags_) cudaFreeHost(h_flags_);
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
   cudaSetDevice(saved);
@@ -1063,6 +1193,9 @@ void GpuEngine::start() {
   // before a launch on a non-blocking one.
   if (!d_counters_) check(cudaMalloc(&d_counters_, sizeof(Counters) * total_warps_ + 64), "cudaMalloc(counters)");
   check(cudaMemsetAsync(d_counters_, 0, sizeof(Counters) * total_warps_ + 64, stream), "cudaMemset(counters, relay)");
+  // Each block's grid job (the helped kernel's grid help), from sequence 0 at every start.
+  if (!d_grid_) check(cudaMalloc(&d_grid_, sizeof(GridJob) * static_cast<size_t>(blocks)), "cudaMalloc(grid jobs)");
+  check(cudaMemsetAsync(d_grid_, 0, sizeof(GridJob) * static_cast<size_t>(blocks), stream), "cudaMemset(grid jobs)");
   if (num_qps_)
     check(cudaMemcpyAsync(d_qps_, states.data(), sizeof(QpState) * num_qps_, cudaMemcpyHostToDevice, stream),
           "copy qps");
@@ -1090,6 +1223,7 @@ void GpuEngine::start() {
   a.counters = static_cast<Counters*>(d_counters_);
   a.stop_relay = reinterpret_cast<volatile int*>(static_cast<char*>(d_counters_) + sizeof(Counters) * total_warps_);
   a.budget_ns = static_cast<unsigned long long>(cfg_.max_runtime_ms) * 1000000ull;
+  a.grid = static_cast<GridJob*>(d_grid_);
   // At most one QP per block: the helped kernel (engine_kernel).
   const auto kernel =
       cfg_.warps_per_block > 1 && num_qps_ <= static_cast<uint32_t>(blocks) ? engine_kernel<true> : engine_kernel<false>;

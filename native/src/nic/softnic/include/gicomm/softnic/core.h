@@ -66,6 +66,7 @@ struct Counters {
   uint64_t flushes = 0;        // WQEs flushed after an error
   uint64_t stale_retries = 0;  // WQE reads that saw an old ctrl index and were re-read (ordering)
   uint64_t bytes = 0;          // payload bytes moved
+  uint64_t grid_rounds = 0;    // gpu engine: rounds of copies (8 KiB) moved by blocks helping another's QP
 
   Counters& operator+=(const Counters& o) {
     wqes += o.wqes;
@@ -74,6 +75,7 @@ struct Counters {
     flushes += o.flushes;
     stale_retries += o.stale_retries;
     bytes += o.bytes;
+    grid_rounds += o.grid_rounds;
     return *this;
   }
 };

@@ -402,6 +402,43 @@ GICOMM_UNROLL
 
 GICOMM_HD uint32_t aligned_rounds(uint32_t total_blocks) { return rounds_of(total_blocks, kAlignedBlocksPerLane); }
 
+// ---- the grid's help with long copies -------------------------------------------------------------
+// In a launch with at most one QP per block, a block with no QP of its own helps a QP's block move
+// its long epochs of aligned copies (gpu_engine.cu, GridJob): block b >= qps helps the block of QP
+// (b - qps) % qps as its helper number (b - qps) / qps, at most kMaxGridHelpers of them, so one QP
+// copies with up to 16 SMs instead of one. An epoch goes to the grid when it has at least
+// kGridMinRoundsPerWarp rounds per copying warp of its own block (8 KiB a round: 256 KiB with 8
+// warps), so a short copy never waits for blocks elsewhere to notice it.
+constexpr uint32_t kMaxGridHelpers = 15;
+constexpr uint32_t kGridMinRoundsPerWarp = 4;
+
+struct GridRole {
+  uint32_t owner;    // the block (and QP) helped
+  uint32_t ordinal;  // this block's number among its helpers
+  bool helps;
+};
+GICOMM_HD GridRole grid_role(uint32_t blocks, uint32_t qps, uint32_t block) {
+  if (qps == 0 || block < qps || block >= blocks) return GridRole{0u, 0u, false};
+  const uint32_t i = block - qps, ordinal = i / qps;
+  return GridRole{i % qps, ordinal, ordinal < kMaxGridHelpers};
+}
+// The helper blocks of QP `owner`'s block.
+GICOMM_HD uint32_t grid_helpers(uint32_t blocks, uint32_t qps, uint32_t owner) {
+  if (qps == 0 || owner >= qps || blocks <= qps + owner) return 0u;
+  const uint32_t n = (blocks - qps - owner - 1) / qps + 1;
+  return n < kMaxGridHelpers ? n : kMaxGridHelpers;
+}
+// Whether an epoch of `rounds` that `local` warps of its own block would copy goes to the grid.
+GICOMM_HD bool grid_epoch(uint32_t rounds, uint32_t local, uint32_t helpers) {
+  return helpers != 0 && rounds >= kGridMinRoundsPerWarp * local;
+}
+// The rounds of a grid epoch are dealt out like the block's (aligned_rounds_of: first, first + step,
+// ...): the owner block's copying warps take 0..local-1, helper h's warp w takes the one below, and
+// step = local + helpers * wpb, so every round is moved once.
+GICOMM_HD uint32_t grid_first_round(uint32_t local, uint32_t wpb, uint32_t ordinal, uint32_t wib) {
+  return local + ordinal * wpb + wib;
+}
+
 // ---- completions ------------------------------------------------------------------------------------
 struct CqeSlot {
   bool write;       // this lane writes a CQE
@@ -494,7 +531,8 @@ GICOMM_HD bool run_pass_effects(Block& b, bool deferrable, bool& pending, bool& 
 // land in any order. A block pass of one sub-window is warp 0's pass as it would be without the
 // others. When warp 0's pass alone would be deferred (its copies spread over the whole block) and
 // fewer sub-windows than the block's warps are taken, the copies would run on fewer warps: warp 0's
-// pass alone is taken.
+// pass alone is taken. So it is when its copies would go to the grid (grid_epoch), whatever the
+// sub-windows: a block's warps each copying alone move less than the owner and its helper blocks.
 
 // One warp's sub-window after its checks.
 struct SubWindow {
@@ -503,8 +541,18 @@ struct SubWindow {
   uint32_t wqes;      // WQEs in the run (0: none runs, e.g. a bad WQE at its entry)
   uint32_t signaled;  // of them signaled
   uint32_t atomics;   // of them atomics
-  uint32_t deferrable;  // (the first only) its pass alone would be deferred: run_pass_effects
+  uint32_t deferrable;  // (the first only) what its pass alone would do: pass_deferral
 };
+
+// What warp 0's pass alone would do with its copies (SubWindow::deferrable): run them itself, defer
+// them to the block's helpers (run_pass_effects), or defer them to the block and its helper blocks.
+constexpr uint32_t kPassRuns = 0, kPassDeferred = 1, kPassToGrid = 2;
+// `deferrable`: run_pass_effects would defer it (deferrable_pass and aligned copies of two rounds or
+// more); `rounds`: its copies' aligned rounds; `local`, `helpers`: as grid_epoch takes them.
+GICOMM_HD uint32_t pass_deferral(bool deferrable, uint32_t rounds, uint32_t local, uint32_t helpers) {
+  if (!deferrable) return kPassRuns;
+  return grid_epoch(rounds, local, helpers) ? kPassToGrid : kPassDeferred;
+}
 
 // Sub-windows a block of `warps` warps reads for a pass of `avail` WQEBBs rung (0 or 1: no block
 // pass). A sub-window lies wholly in the ring: the WQEBBs read, at most kWindowWqebbs per
@@ -522,7 +570,8 @@ GICOMM_HD uint32_t block_pass_warps(const SubWindow* s, uint32_t n, uint32_t war
   while (k < n && s[k - 1].end == kWindowWqebbs + s[k].first && s[k - 1].atomics == 0 && s[k].atomics == 0 &&
          s[k].wqes != 0)
     ++k;
-  return k < warps && s[0].deferrable ? 1u : k;
+  if (s[0].deferrable == kPassToGrid) return 1u;
+  return k < warps && s[0].deferrable == kPassDeferred ? 1u : k;
 }
 
 // WQEBBs a block pass of k sub-windows advances the QP by.
