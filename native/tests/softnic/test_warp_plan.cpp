@@ -138,6 +138,8 @@ static void check_block_pass_rules(std::mt19937& rng) {
             sn::sub_window_count(256, 256, 8) == 8 && sn::sub_window_count(256, 256, 3) == 3,
         "sub-windows: one per rung window, at most one per warp");
   CHECK(sn::sub_window_count(300, 64, 8) == 2, "sub-windows never past the ring (a doorbell rung too far)");
+  CHECK(sn::pass_sub_windows(256, 256, 8, false) == 8 && sn::pass_sub_windows(256, 256, 8, true) == 1,
+        "no block pass while the pending pass's copies are on the grid");
   // {first, end, wqes, signaled, atomics, deferrable}
   const sn::SubWindow whole{0, 32, 32, 4, 0, 0}, cut{0, 30, 10, 1, 0, 0}, atomic{0, 32, 20, 2, 1, 0},
       empty{0, 0, 0, 0, 0, 0}, past{0, 33, 11, 0, 0, 0}, entry1{1, 32, 31, 0, 0, 0};
@@ -389,6 +391,7 @@ static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo
 struct SimBlock {
   uint32_t warps = 8;  // the block's warps (its sub-windows of a block pass)
   uint32_t grid_helpers = 0;  // its helper blocks (grid_helpers): a long pass goes to them, not a block pass
+  bool pending_on_grid = false;  // the posted copies would be the grid's (pass_sub_windows)
   sn::CopyDesc job[kWarpLanes];
   uint32_t job_nb = 0, job_total = 0;
   bool posted = false;
@@ -437,6 +440,7 @@ struct SimPass {
     blk->job_nb = epoch.nb;
     blk->job_total = epoch.total;
     blk->posted = true;
+    blk->pending_on_grid = sn::grid_epoch(sn::aligned_rounds(epoch.total), blk->warps - 1u, blk->grid_helpers);
     ++st.deferred;
     st.published_after_post += !blk->staged_copies.empty();  // run_pass_effects publishes it next
   }
@@ -597,7 +601,9 @@ static void sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index, sn:
   const uint32_t ci = q.ci;
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
   // More than a window rung on a helped block's QP: a block pass, each warp checking a sub-window.
-  const uint32_t subs = w.blk != nullptr ? sn::sub_window_count(avail, q.sq.wqe_cnt, w.blk->warps) : 1u;
+  const uint32_t subs = w.blk != nullptr ? sn::pass_sub_windows(avail, q.sq.wqe_cnt, w.blk->warps,
+                                                               w.pending && w.blk->pending_on_grid)
+                                         : 1u;
   if (subs > 1) w.flush(io, st);
   std::vector<SimChecked> checked(subs);
   sn::SubWindow sub[kWarpLanes];

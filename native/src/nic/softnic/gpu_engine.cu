@@ -319,6 +319,7 @@ struct BlockShared {
   // the wait for the helpers (the engine stopping, or its watchdog).
   GridJob* grid;
   uint32_t grid_blocks, grid_seq;
+  uint32_t pending_on_grid;  // the pending pass's copies went to the grid (pass_sub_windows)
   uint32_t grid_first, grid_step;  // a helper block's: its warp 0's first round of the job, and the step
   volatile int* stop_relay;
   unsigned long long started_ns, budget_ns;
@@ -562,6 +563,7 @@ struct EngineBlock {
     const uint32_t grid = post_grid(bs, descs, ae.nb, ae.total, blockDim.x / kWarpLanes - 1u, lane);
     if (lane == 0) {
       bs->job = BlockCopyJob{descs, ae.nb, ae.total, 0u, 0u, 0u, 0u, 0u, grid};
+      bs->pending_on_grid = grid != 0 ? 1u : 0u;
       bs->next_buf ^= 1u;
     }
     block_barrier(kJobPosted);
@@ -850,7 +852,9 @@ __device__ __forceinline__ void service_chunk(QpState& q, const Tables& tables, 
   }
   const uint32_t ci = q.ci;
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
-  const uint32_t subs = kBlock && bs != nullptr ? sub_window_count(avail, q.sq.wqe_cnt, blockDim.x / kWarpLanes) : 1u;
+  const uint32_t subs = kBlock && bs != nullptr ? pass_sub_windows(avail, q.sq.wqe_cnt, blockDim.x / kWarpLanes,
+                                                                   pending && bs->pending_on_grid != 0)
+                                                : 1u;
   if (subs > 1) {
     // A block pass: the helpers free (the pending pass's CQEs out before this pass's), then each
     // checks its sub-window while this warp checks the first.
@@ -1000,8 +1004,9 @@ __device__ __forceinline__ void serve_qps(const KernelArgs& a, WarpScratch& ws, 
           if (guard != 0) ph.mark(kPhBetween);
           // A pass that cannot be a block pass runs a copy without the block pass's code: with it
           // inlined, a lone op's put+completion took about 300 ns longer although it never ran.
-          if (kHelped && sub_window_count(static_cast<uint16_t>(db_index - static_cast<uint16_t>(q.ci)) + 1u,
-                                          q.sq.wqe_cnt, blockDim.x / kWarpLanes) > 1) {
+          if (kHelped && pass_sub_windows(static_cast<uint16_t>(db_index - static_cast<uint16_t>(q.ci)) + 1u,
+                                          q.sq.wqe_cnt, blockDim.x / kWarpLanes,
+                                          bs != nullptr && pending && bs->pending_on_grid != 0) > 1) {
             service_chunk<kHelped, true>(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
           } else {
             service_chunk<kHelped, false>(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
@@ -1071,6 +1076,7 @@ __global__ void engine_kernel(KernelArgs a) {
     bs->grid = a.grid + blockIdx.x;
     bs->grid_blocks = grid_helpers(gridDim.x, a.num_qps, blockIdx.x);
     bs->grid_seq = 0u;
+    bs->pending_on_grid = 0u;
     bs->stop_relay = a.stop_relay;
     bs->started_ns = order::globaltimer_ns();
     bs->budget_ns = a.budget_ns;

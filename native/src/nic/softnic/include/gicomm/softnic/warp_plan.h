@@ -564,6 +564,14 @@ GICOMM_HD uint32_t sub_window_count(uint32_t avail, uint32_t wqe_cnt, uint32_t w
   return n;
 }
 
+// Sub-windows a helped block reads for its next pass: none beyond warp 0's window while the pending
+// pass's copies are on the grid (`grid_pending`). A block pass would first wait for them
+// (flush_pending_pass) and then, its copies long too, be warp 0's pass alone (block_pass_warps): the
+// grid would stand idle through the wait and the sub-windows' checks, every pass.
+GICOMM_HD uint32_t pass_sub_windows(uint32_t avail, uint32_t wqe_cnt, uint32_t warps, bool grid_pending) {
+  return grid_pending ? 1u : sub_window_count(avail, wqe_cnt, warps);
+}
+
 // Sub-windows a block of `warps` warps takes for its pass of the `n` checked (at least 1: warp 0's).
 GICOMM_HD uint32_t block_pass_warps(const SubWindow* s, uint32_t n, uint32_t warps) {
   uint32_t k = 1;
