@@ -140,7 +140,7 @@ static void check_block_pass_rules(std::mt19937& rng) {
   CHECK(sn::sub_window_count(300, 64, 8) == 2, "sub-windows never past the ring (a doorbell rung too far)");
   CHECK(sn::pass_sub_windows(256, 256, 8, false) == 8 && sn::pass_sub_windows(256, 256, 8, true) == 1,
         "no block pass while the pending pass's copies are on the grid");
-  // {first, end, wqes, signaled, atomics, deferrable}
+  // {first, end, wqes, signaled, atomics, deferral}
   const sn::SubWindow whole{0, 32, 32, 4, 0, 0}, cut{0, 30, 10, 1, 0, 0}, atomic{0, 32, 20, 2, 1, 0},
       empty{0, 0, 0, 0, 0, 0}, past{0, 33, 11, 0, 0, 0}, entry1{1, 32, 31, 0, 0, 0};
   const sn::SubWindow a[] = {whole, whole, cut, whole};
@@ -159,10 +159,10 @@ static void check_block_pass_rules(std::mt19937& rng) {
   const sn::SubWindow f[] = {past, whole};
   CHECK(sn::block_pass_warps(f, 2, 8) == 1, "an entry that is not where the previous run ended is not taken");
   sn::SubWindow g[8] = {whole, whole, whole, whole, whole, whole, whole, whole};
-  g[0].deferrable = 1;
+  g[0].deferral = sn::kPassDeferred;
   CHECK(sn::block_pass_warps(g, 3, 8) == 1 && sn::block_pass_warps(g, 8, 8) == 8,
         "warp 0's deferrable pass alone unless every warp of the block takes a sub-window");
-  g[0].deferrable = sn::kPassToGrid;
+  g[0].deferral = sn::kPassToGrid;
   CHECK(sn::block_pass_warps(g, 3, 8) == 1 && sn::block_pass_warps(g, 8, 8) == 1,
         "warp 0's pass alone when its copies go to the grid, even with every warp taking a sub-window");
   CHECK(sn::pass_deferral(false, 1000, 7, 15) == sn::kPassRuns && sn::pass_deferral(true, 27, 7, 15) == sn::kPassDeferred &&
@@ -391,10 +391,11 @@ static void sim_warp_copy(uint32_t lanes, const sn::EffectRecorder* rec, CheckIo
 struct SimBlock {
   uint32_t warps = 8;  // the block's warps (its sub-windows of a block pass)
   uint32_t grid_helpers = 0;  // its helper blocks (grid_helpers): a long pass goes to them, not a block pass
-  bool pending_on_grid = false;  // the posted copies would be the grid's (pass_sub_windows)
   sn::CopyDesc job[kWarpLanes];
   uint32_t job_nb = 0, job_total = 0;
   bool posted = false;
+  // The posted copies are the grid's (as post_copies decides on the GPU: grid_epoch).
+  bool job_on_grid() const { return posted && sn::grid_epoch(sn::aligned_rounds(job_total), warps - 1u, grid_helpers); }
   struct Staged {
     m::Cqe64* dst;
     m::Cqe64 body;
@@ -440,7 +441,6 @@ struct SimPass {
     blk->job_nb = epoch.nb;
     blk->job_total = epoch.total;
     blk->posted = true;
-    blk->pending_on_grid = sn::grid_epoch(sn::aligned_rounds(epoch.total), blk->warps - 1u, blk->grid_helpers);
     ++st.deferred;
     st.published_after_post += !blk->staged_copies.empty();  // run_pass_effects publishes it next
   }
@@ -602,7 +602,7 @@ static void sim_pass(sn::QpState& q, const sn::Tables& t, uint16_t db_index, sn:
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
   // More than a window rung on a helped block's QP: a block pass, each warp checking a sub-window.
   const uint32_t subs = w.blk != nullptr ? sn::pass_sub_windows(avail, q.sq.wqe_cnt, w.blk->warps,
-                                                               w.pending && w.blk->pending_on_grid)
+                                                               w.pending && w.blk->job_on_grid())
                                          : 1u;
   if (subs > 1) w.flush(io, st);
   std::vector<SimChecked> checked(subs);

@@ -319,7 +319,6 @@ struct BlockShared {
   // the wait for the helpers (the engine stopping, or its watchdog).
   GridJob* grid;
   uint32_t grid_blocks, grid_seq;
-  uint32_t pending_on_grid;  // the pending pass's copies went to the grid (pass_sub_windows)
   uint32_t grid_first, grid_step;  // a helper block's: its warp 0's first round of the job, and the step
   volatile int* stop_relay;
   unsigned long long started_ns, budget_ns;
@@ -365,14 +364,19 @@ __device__ __forceinline__ uint32_t post_grid(BlockShared* bs, const CopyDesc* d
   return helpers;
 }
 
+// Whether a bounded wait ends: the engine is stopping (its relayed stop flag) or the waiter's
+// watchdog budget, counted from `started`, is spent.
+__device__ __forceinline__ bool engine_ending(const volatile int* stop_relay, unsigned long long started,
+                                              unsigned long long budget) {
+  return *stop_relay != 0 || order::globaltimer_ns() - started > budget;
+}
+
 // The owner block's wait for its helpers' `done`, by one warp. Bounded: the engine stopping (its
 // helpers have stopped too) or its watchdog ends it.
 __device__ __noinline__ void await_grid(BlockShared* bs, uint32_t helpers, uint32_t lane) {
   if (lane == 0) {
     for (uint32_t spin = 0; order::ld_acquire_sys_u32(&bs->grid->done) < helpers; ++spin) {
-      if ((spin & 255) == 255 &&
-          (*bs->stop_relay != 0 || order::globaltimer_ns() - bs->started_ns > bs->budget_ns))
-        break;
+      if ((spin & 255) == 255 && engine_ending(bs->stop_relay, bs->started_ns, bs->budget_ns)) break;
       __nanosleep(32);
     }
   }
@@ -563,7 +567,6 @@ struct EngineBlock {
     const uint32_t grid = post_grid(bs, descs, ae.nb, ae.total, blockDim.x / kWarpLanes - 1u, lane);
     if (lane == 0) {
       bs->job = BlockCopyJob{descs, ae.nb, ae.total, 0u, 0u, 0u, 0u, 0u, grid};
-      bs->pending_on_grid = grid != 0 ? 1u : 0u;
       bs->next_buf ^= 1u;
     }
     block_barrier(kJobPosted);
@@ -574,6 +577,12 @@ struct EngineBlock {
     softnic::run_effects(*ws, bs, starts, copy_lanes, atomic_lanes, *rec, lane, *mem, unfenced);
   }
 };
+
+// Whether the pending pass's copies are on the grid (pass_sub_windows). While a pass is pending,
+// bs->job is its copy job: every other job is posted only after a flush (flush_pending_pass).
+__device__ __forceinline__ bool pending_on_grid(const BlockShared* bs, bool pending) {
+  return bs != nullptr && pending && bs->job.grid_blocks != 0;
+}
 
 // Before the serial path (which may run an atomic): the pending pass's CQEs out, and the warp's
 // earlier writes fenced.
@@ -613,7 +622,7 @@ __device__ __noinline__ void help_grid(const KernelArgs& a, BlockShared* bs, Gri
       uint32_t stop = 0;
       if (lane == 0) {
         for (uint32_t spin = 0; order::ld_acquire_sys_u32(&g->seq) == seen; ++spin) {
-          if ((spin & 255) == 255 && (*a.stop_relay != 0 || order::globaltimer_ns() - started > a.budget_ns)) {
+          if ((spin & 255) == 255 && engine_ending(a.stop_relay, started, a.budget_ns)) {
             stop = 1;
             break;
           }
@@ -853,7 +862,7 @@ __device__ __forceinline__ void service_chunk(QpState& q, const Tables& tables, 
   const uint32_t ci = q.ci;
   const uint32_t avail = static_cast<uint16_t>(db_index - static_cast<uint16_t>(ci)) + 1u;
   const uint32_t subs = kBlock && bs != nullptr ? pass_sub_windows(avail, q.sq.wqe_cnt, blockDim.x / kWarpLanes,
-                                                                   pending && bs->pending_on_grid != 0)
+                                                                   pending_on_grid(bs, pending))
                                                 : 1u;
   if (subs > 1) {
     // A block pass: the helpers free (the pending pass's CQEs out before this pass's), then each
@@ -1006,7 +1015,7 @@ __device__ __forceinline__ void serve_qps(const KernelArgs& a, WarpScratch& ws, 
           // inlined, a lone op's put+completion took about 300 ns longer although it never ran.
           if (kHelped && pass_sub_windows(static_cast<uint16_t>(db_index - static_cast<uint16_t>(q.ci)) + 1u,
                                           q.sq.wqe_cnt, blockDim.x / kWarpLanes,
-                                          bs != nullptr && pending && bs->pending_on_grid != 0) > 1) {
+                                          pending_on_grid(bs, pending)) > 1) {
             service_chunk<kHelped, true>(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
           } else {
             service_chunk<kHelped, false>(q, a.tables, db_index, ctr, ws, bs, pf, pending, unfenced);
@@ -1076,7 +1085,6 @@ __global__ void engine_kernel(KernelArgs a) {
     bs->grid = a.grid + blockIdx.x;
     bs->grid_blocks = grid_helpers(gridDim.x, a.num_qps, blockIdx.x);
     bs->grid_seq = 0u;
-    bs->pending_on_grid = 0u;
     bs->stop_relay = a.stop_relay;
     bs->started_ns = order::globaltimer_ns();
     bs->budget_ns = a.budget_ns;

@@ -541,10 +541,10 @@ struct SubWindow {
   uint32_t wqes;      // WQEs in the run (0: none runs, e.g. a bad WQE at its entry)
   uint32_t signaled;  // of them signaled
   uint32_t atomics;   // of them atomics
-  uint32_t deferrable;  // (the first only) what its pass alone would do: pass_deferral
+  uint32_t deferral;  // (the first only) what its pass alone would do: pass_deferral
 };
 
-// What warp 0's pass alone would do with its copies (SubWindow::deferrable): run them itself, defer
+// What warp 0's pass alone would do with its copies (SubWindow::deferral): run them itself, defer
 // them to the block's helpers (run_pass_effects), or defer them to the block and its helper blocks.
 constexpr uint32_t kPassRuns = 0, kPassDeferred = 1, kPassToGrid = 2;
 // `deferrable`: run_pass_effects would defer it (deferrable_pass and aligned copies of two rounds or
@@ -574,12 +574,12 @@ GICOMM_HD uint32_t pass_sub_windows(uint32_t avail, uint32_t wqe_cnt, uint32_t w
 
 // Sub-windows a block of `warps` warps takes for its pass of the `n` checked (at least 1: warp 0's).
 GICOMM_HD uint32_t block_pass_warps(const SubWindow* s, uint32_t n, uint32_t warps) {
+  if (s[0].deferral == kPassToGrid) return 1u;
   uint32_t k = 1;
   while (k < n && s[k - 1].end == kWindowWqebbs + s[k].first && s[k - 1].atomics == 0 && s[k].atomics == 0 &&
          s[k].wqes != 0)
     ++k;
-  if (s[0].deferrable == kPassToGrid) return 1u;
-  return k < warps && s[0].deferrable == kPassDeferred ? 1u : k;
+  return k < warps && s[0].deferral == kPassDeferred ? 1u : k;
 }
 
 // WQEBBs a block pass of k sub-windows advances the QP by.
