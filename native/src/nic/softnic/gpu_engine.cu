@@ -280,20 +280,31 @@ struct BlockCopyJob {
   // where it starts, what was rung, how many sub-windows the warps check (0: a copy job). A helper
   // reads them when the job is posted: warp 0 may post the next job as soon as the pass is planned.
   uint32_t window_ci = 0, window_avail = 0, window_subs = 0;
-  uint32_t grid_blocks = 0;  // helper blocks that move rounds of this copy job too (GridJob)
+  uint32_t grid_blocks = 0;  // helper blocks that move rounds of this copy job too (GridQueue)
+  uint32_t grid_slot = 0;    // the GridQueue slot of those rounds
 };
 
-// A block's epoch of aligned copies shared with its helper blocks (warp_plan.h, grid_role): in
-// global memory, one per block, written by the owner block's warp 0 and read by its helpers. The
-// owner posts the copies and a new `seq` (release); each helper block's warp 0 sees it (acquire),
-// its warps move their rounds, and warp 0 adds 1 to `done` after a system-scope fence, cumulative
-// over its block's stores; the owner block's last warp waits for `done` to count every helper before
-// the job's done barrier, so the CQEs' release comes after every helper's payload stores.
-struct GridJob {
-  uint32_t seq;   // jobs posted (helpers start at 0: none seen)
-  uint32_t done;  // helper blocks done with job `seq`
+// A block's epochs of aligned copies shared with its helper blocks (warp_plan.h, grid_role): in
+// global memory, one queue per block, written by the owner block's warp 0 and read by its helpers.
+// The owner writes job n into slot n % 2 and then `seq` = n (release); each helper block's warp 0
+// sees it (acquire), its warps move their rounds, and warp 0 adds 1 to the slot's `done` with a
+// system-scope release, cumulative over its block's stores (the barrier before it); the owner
+// block's last warp waits for `done` to count every helper before the job's done barrier, so the
+// CQEs' release comes after every helper's payload stores. Two slots: a deferred pass's job is
+// posted before the previous one is awaited (EngineBlock::post_ready), so the helpers go from one
+// to the next without waiting for the owner; job n + 2 is posted only after job n was awaited.
+struct GridSlot {
+  uint32_t done;  // helper blocks done with this slot's job
   uint32_t nb, total, first, step;
   CopyDesc descs[kWarpLanes];  // the epoch's copies, compacted
+};
+struct GridQueue {
+  uint32_t seq;  // jobs posted (helpers start at 0: none seen)
+  GridSlot slot[2];
+};
+// A grid job as posted: its helper blocks (0: none, the block copies alone) and its slot.
+struct GridPost {
+  uint32_t helpers, slot;
 };
 
 // A pass whose copies the helpers are still moving while warp 0 goes on to the next pass: its
@@ -315,10 +326,11 @@ struct BlockShared {
   CopyDesc copies[2][kWarpLanes];  // the pending pass's and the next one's
   PendingPass pending;
   uint32_t next_buf;
-  // The grid's help (GridJob): this block's job, its helper blocks, the jobs posted; and what bounds
+  // The grid's help (GridQueue): this block's job, its helper blocks, the jobs posted; and what bounds
   // the wait for the helpers (the engine stopping, or its watchdog).
-  GridJob* grid;
+  GridQueue* grid;
   uint32_t grid_blocks, grid_seq;
+  GridPost next_grid;  // the deferred pass's grid job, posted before the pending pass is awaited
   uint32_t grid_first, grid_step;  // a helper block's: its warp 0's first round of the job, and the step
   volatile int* stop_relay;
   unsigned long long started_ns, budget_ns;
@@ -343,14 +355,15 @@ __device__ __forceinline__ void aligned_rounds_of(const CopyDesc* descs, uint32_
 __device__ void help_block_pass(BlockShared* bs, const QpState& q, const Tables& tables, WarpScratch& ws,
                                 uint32_t w, uint32_t ci, uint32_t avail, uint32_t subs, uint32_t lane, Counters& ctr);
 
-// The owner block's side of a grid job (GridJob). post_grid, by warp 0's 32 lanes: when the epoch is
-// long enough for the grid (grid_epoch; `local`: the block's own copying warps), its copies and
-// rounds go to the helpers; returns the helper blocks that take part (0: the block copies alone).
-__device__ __forceinline__ uint32_t post_grid(BlockShared* bs, const CopyDesc* descs, uint32_t nb, uint32_t total,
+// The owner block's side of a grid job (GridQueue). post_grid, by warp 0's 32 lanes: when the epoch
+// is long enough for the grid (grid_epoch; `local`: the block's own copying warps), its copies and
+// rounds go to the helpers. The slot's previous job has been awaited.
+__device__ __forceinline__ GridPost post_grid(BlockShared* bs, const CopyDesc* descs, uint32_t nb, uint32_t total,
                                               uint32_t local, uint32_t lane) {
   const uint32_t helpers = bs->grid_blocks;
-  if (!grid_epoch(aligned_rounds(total), local, helpers)) return 0u;
-  GridJob* g = bs->grid;
+  if (!grid_epoch(aligned_rounds(total), local, helpers)) return GridPost{0u, 0u};
+  const uint32_t seq = bs->grid_seq + 1u, slot = seq & 1u;
+  GridSlot* g = &bs->grid->slot[slot];
   if (lane < total / nb) g->descs[lane] = descs[lane];
   if (lane == 0) {
     g->done = 0u;
@@ -360,8 +373,12 @@ __device__ __forceinline__ uint32_t post_grid(BlockShared* bs, const CopyDesc* d
     g->step = local + helpers * (blockDim.x / kWarpLanes);
   }
   __syncwarp();  // every lane's stores before lane 0's release (cumulative over them)
-  if (lane == 0) order::st_release_gpu_u32(&g->seq, ++bs->grid_seq);
-  return helpers;
+  if (lane == 0) {
+    order::st_release_gpu_u32(&bs->grid->seq, seq);
+    bs->grid_seq = seq;
+  }
+  __syncwarp();
+  return GridPost{helpers, slot};
 }
 
 // Whether a bounded wait ends: the engine is stopping (its relayed stop flag) or the waiter's
@@ -371,11 +388,11 @@ __device__ __forceinline__ bool engine_ending(const volatile int* stop_relay, un
   return *stop_relay != 0 || order::globaltimer_ns() - started > budget;
 }
 
-// The owner block's wait for its helpers' `done`, by one warp. Bounded: the engine stopping (its
-// helpers have stopped too) or its watchdog ends it.
-__device__ __noinline__ void await_grid(BlockShared* bs, uint32_t helpers, uint32_t lane) {
+// The owner block's wait for its helpers' `done` on `slot`, by one warp. Bounded: the engine
+// stopping (its helpers have stopped too) or its watchdog ends it.
+__device__ __noinline__ void await_grid(BlockShared* bs, uint32_t slot, uint32_t helpers, uint32_t lane) {
   if (lane == 0) {
-    for (uint32_t spin = 0; order::ld_acquire_sys_u32(&bs->grid->done) < helpers; ++spin) {
+    for (uint32_t spin = 0; order::ld_acquire_sys_u32(&bs->grid->slot[slot].done) < helpers; ++spin) {
       if ((spin & 255) == 255 && engine_ending(bs->stop_relay, bs->started_ns, bs->budget_ns)) break;
       __nanosleep(32);
     }
@@ -398,7 +415,7 @@ __device__ __noinline__ void help_block(BlockShared* bs, const QpState& q, const
     }
     const uint32_t skip = job.owner_copies ? 0u : 1u;  // warp 0 copies its share too, or none
     aligned_rounds_of(job.descs, job.nb, job.total, wib - skip, wpb - skip + job.grid_blocks * wpb, lane);
-    if (job.grid_blocks != 0 && wib == wpb - 1) await_grid(bs, job.grid_blocks, lane);
+    if (job.grid_blocks != 0 && wib == wpb - 1) await_grid(bs, job.grid_slot, job.grid_blocks, lane);
     block_barrier(kJobDone);
   }
 }
@@ -490,10 +507,10 @@ __device__ void warp_copy(WarpScratch& ws, BlockShared* bs, uint32_t lanes, cons
     aligned_tails(lanes, mine, ae, lane);
     if (bs != nullptr && aligned_rounds(ae.total) > 1) {
       const uint32_t wpb = blockDim.x / kWarpLanes;
-      const uint32_t grid = post_grid(bs, ws.copies, ae.nb, ae.total, wpb, lane);
-      if (lane == 0) bs->job = BlockCopyJob{ws.copies, ae.nb, ae.total, 0u, 1u, 0u, 0u, 0u, grid};
+      const GridPost grid = post_grid(bs, ws.copies, ae.nb, ae.total, wpb, lane);
+      if (lane == 0) bs->job = BlockCopyJob{ws.copies, ae.nb, ae.total, 0u, 1u, 0u, 0u, 0u, grid.helpers, grid.slot};
       block_barrier(kJobPosted);
-      aligned_rounds_of(ws.copies, ae.nb, ae.total, 0u, wpb + grid * wpb, lane);
+      aligned_rounds_of(ws.copies, ae.nb, ae.total, 0u, wpb + grid.helpers * wpb, lane);
       block_barrier(kJobDone);  // the helpers' stores before the CQEs; ws.copies free again
       return;
     }
@@ -557,16 +574,20 @@ struct EngineBlock {
   AlignedEpoch ae{0u, 0u, false};
   CopyDesc* descs = nullptr;
 
+  // The pass's copies to the grid already here, before the pending pass is awaited: the helper
+  // blocks go on to them as soon as they are done with the pending pass's.
   __device__ bool post_ready() {
     descs = bs->copies[bs->next_buf];
     ae = aligned_epoch(copy_lanes, rec->move, lane, 2u, descs);
-    return ae.nb != 0;
+    if (ae.nb == 0) return false;
+    const GridPost grid = post_grid(bs, descs, ae.nb, ae.total, blockDim.x / kWarpLanes - 1u, lane);
+    if (lane == 0) bs->next_grid = grid;  // in shared memory: no registers held across the await
+    return true;
   }
   __device__ void await_copies() { block_barrier(kJobDone); }
   __device__ void post_copies() {
-    const uint32_t grid = post_grid(bs, descs, ae.nb, ae.total, blockDim.x / kWarpLanes - 1u, lane);
     if (lane == 0) {
-      bs->job = BlockCopyJob{descs, ae.nb, ae.total, 0u, 0u, 0u, 0u, 0u, grid};
+      bs->job = BlockCopyJob{descs, ae.nb, ae.total, 0u, 0u, 0u, 0u, 0u, bs->next_grid.helpers, bs->next_grid.slot};
       bs->next_buf ^= 1u;
     }
     block_barrier(kJobPosted);
@@ -605,15 +626,16 @@ struct KernelArgs {
                              // pinned memory made every system-scope operation of the engine slow)
   Counters* counters;   // one per warp
   unsigned long long budget_ns;  // watchdog: each warp ends this long after it started
-  GridJob* grid;        // one per block (the helped kernel's grid help)
+  GridQueue* grid;      // one per block (the helped kernel's grid help)
 };
 
-// A helper block (grid_role) of QP `owner`'s block: warp 0 polls that block's GridJob; each job's
-// copies come to this block's shared memory and every warp moves its rounds, then warp 0 counts the
-// block done. Ends when the engine stops or its watchdog fires. Called by every warp of the block.
+// A helper block (grid_role) of QP `owner`'s block: warp 0 polls that block's GridQueue; each job's
+// copies come to this block's shared memory, in the order posted, and every warp moves its rounds,
+// then warp 0 counts the block done. Ends when the engine stops or its watchdog fires. Called by
+// every warp of the block.
 __device__ __noinline__ void help_grid(const KernelArgs& a, BlockShared* bs, GridRole role, uint32_t wib, uint32_t wpb,
                                        uint32_t lane, Counters& ctr) {
-  GridJob* g = a.grid + role.owner;
+  GridQueue* g = a.grid + role.owner;
   BlockCopyJob& job = bs->job;
   const unsigned long long started = order::globaltimer_ns();
   uint32_t seen = 0;  // jobs seen (warp 0's)
@@ -632,14 +654,18 @@ __device__ __noinline__ void help_grid(const KernelArgs& a, BlockShared* bs, Gri
       __syncwarp();  // lane 0's acquire before every lane's reads of the job
       stop = __shfl_sync(kFullWarp, stop, 0);
       if (!stop) {
-        ++seen;  // the owner posts the next job only when this block is done with this one
-        const uint32_t nb = g->nb, total = g->total;
-        if (lane < total / nb) bs->copies[0][lane] = g->descs[lane];
+        ++seen;  // the jobs in the order posted (seq may be one further: the owner posts ahead)
+        const GridSlot* gs = &g->slot[seen & 1u];
+        // Every lane's copy slot loaded beside the job's shape, not after it: one trip to L2, not
+        // two (the slots past the epoch's copies are stale and never read).
+        const CopyDesc d = gs->descs[lane];
+        const uint32_t nb = gs->nb, total = gs->total;
+        bs->copies[0][lane] = d;
         if (lane == 0) {
           job.nb = nb;
           job.total = total;
-          bs->grid_first = grid_first_round(g->first, wpb, role.ordinal, 0u);
-          bs->grid_step = g->step;
+          bs->grid_first = grid_first_round(gs->first, wpb, role.ordinal, 0u);
+          bs->grid_step = gs->step;
         }
       }
       if (lane == 0) job.stop = stop;
@@ -650,10 +676,9 @@ __device__ __noinline__ void help_grid(const KernelArgs& a, BlockShared* bs, Gri
     aligned_rounds_of(bs->copies[0], job.nb, job.total, first, bs->grid_step, lane);
     if (first < rounds) ctr.grid_rounds += (rounds - 1 - first) / bs->grid_step + 1;
     block_barrier(kJobDone);  // also: warp 0 rewrites the job only after every warp has read it
-    if (wib == 0 && lane == 0) {
-      order::fence_acq_rel_sys();  // every warp's stores (the barrier) before the count
-      atomicAdd(&g->done, 1u);
-    }
+    // Every warp's stores (the barrier) before the count: a release, cumulative over them (the
+    // fence.acq_rel.sys it replaces had an acquire half that nothing here needs).
+    if (wib == 0 && lane == 0) order::red_release_sys_add_u32(&g->slot[seen & 1u].done, 1u);
   }
 }
 
@@ -1208,8 +1233,8 @@ void GpuEngine::start() {
   if (!d_counters_) check(cudaMalloc(&d_counters_, sizeof(Counters) * total_warps_ + 64), "cudaMalloc(counters)");
   check(cudaMemsetAsync(d_counters_, 0, sizeof(Counters) * total_warps_ + 64, stream), "cudaMemset(counters, relay)");
   // Each block's grid job (the helped kernel's grid help), from sequence 0 at every start.
-  if (!d_grid_) check(cudaMalloc(&d_grid_, sizeof(GridJob) * static_cast<size_t>(blocks)), "cudaMalloc(grid jobs)");
-  check(cudaMemsetAsync(d_grid_, 0, sizeof(GridJob) * static_cast<size_t>(blocks), stream), "cudaMemset(grid jobs)");
+  if (!d_grid_) check(cudaMalloc(&d_grid_, sizeof(GridQueue) * static_cast<size_t>(blocks)), "cudaMalloc(grid jobs)");
+  check(cudaMemsetAsync(d_grid_, 0, sizeof(GridQueue) * static_cast<size_t>(blocks), stream), "cudaMemset(grid jobs)");
   if (num_qps_)
     check(cudaMemcpyAsync(d_qps_, states.data(), sizeof(QpState) * num_qps_, cudaMemcpyHostToDevice, stream),
           "copy qps");
@@ -1237,7 +1262,7 @@ void GpuEngine::start() {
   a.counters = static_cast<Counters*>(d_counters_);
   a.stop_relay = reinterpret_cast<volatile int*>(static_cast<char*>(d_counters_) + sizeof(Counters) * total_warps_);
   a.budget_ns = static_cast<unsigned long long>(cfg_.max_runtime_ms) * 1000000ull;
-  a.grid = static_cast<GridJob*>(d_grid_);
+  a.grid = static_cast<GridQueue*>(d_grid_);
   // At most one QP per block: the helped kernel (engine_kernel).
   const auto kernel =
       cfg_.warps_per_block > 1 && num_qps_ <= static_cast<uint32_t>(blocks) ? engine_kernel<true> : engine_kernel<false>;

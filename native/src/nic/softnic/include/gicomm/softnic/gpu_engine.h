@@ -91,7 +91,7 @@ class GpuEngine {
   void* d_mrs_ = nullptr;
   void* d_dcts_ = nullptr;
   void* d_counters_ = nullptr;
-  void* d_grid_ = nullptr;  // one GridJob per block (gpu_engine.cu)
+  void* d_grid_ = nullptr;  // one GridQueue per block (gpu_engine.cu)
   int* h_flags_ = nullptr;  // pinned: [0] stop, [1] watchdog fired
   void* stream_ = nullptr;
   Counters last_counters_{};

@@ -404,7 +404,7 @@ GICOMM_HD uint32_t aligned_rounds(uint32_t total_blocks) { return rounds_of(tota
 
 // ---- the grid's help with long copies -------------------------------------------------------------
 // In a launch with at most one QP per block, a block with no QP of its own helps a QP's block move
-// its long epochs of aligned copies (gpu_engine.cu, GridJob): block b >= qps helps the block of QP
+// its long epochs of aligned copies (gpu_engine.cu, GridQueue): block b >= qps helps the block of QP
 // (b - qps) % qps as its helper number (b - qps) / qps, at most kMaxGridHelpers of them, so one QP
 // copies with up to 16 SMs instead of one. An epoch goes to the grid when it has at least
 // kGridMinRoundsPerWarp rounds per copying warp of its own block (8 KiB a round: 256 KiB with 8
