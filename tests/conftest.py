@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -7,12 +8,20 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
+# A folder the pytest-xdist workers of one session share: the controller makes it, the workers find
+# its path in the environment they inherit, and the controller removes it when the session ends.
+SHARED_ENV = "GICOMM_PYTEST_SHARED"
+SLURM_SETUP = REPO / "tests" / "slurm" / "setup.sh"
+SLURM_TEARDOWN = REPO / "tests" / "slurm" / "teardown.sh"
 
 # The longest modules first (each runs whole pipelines): `make test` runs pytest on two workers
 # (pytest-xdist, --dist loadfile), and a long module started last would leave one worker idle
@@ -25,6 +34,34 @@ LONGEST_FIRST = (
     "test_config.py",
     "test_report.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller, or the only process
+        os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="gicomm-pytest-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After every worker: stop the test Slurm when this session started it (slurm_cluster)."""
+    if hasattr(config, "workerinput") or SHARED_ENV not in os.environ:
+        return
+    shared = Path(os.environ.pop(SHARED_ENV))
+    if (shared / "slurm-started").exists() and os.environ.get("GICOMM_SLURM_KEEP") != "1":
+        subprocess.run(["bash", str(SLURM_TEARDOWN)], capture_output=True, text=True, timeout=120)
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+def shared_dir() -> Path:
+    """The folder every worker of this session sees (SHARED_ENV)."""
+    return Path(os.environ[SHARED_ENV])
+
+
+@contextlib.contextmanager
+def shared_lock(name: str) -> Iterator[None]:
+    """Held by one worker of this session at a time: the first makes what the others then use."""
+    with open(shared_dir() / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -103,7 +140,7 @@ def current_build_with(
 
 
 @pytest.fixture(scope="session")
-def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def native_build() -> Path:
     """One native build for every pipeline test of the session: `make test`'s ctest build when it
     is current (it just ran: every host driver built after the last source change), else a
     host-only build made here, once for all pytest-xdist workers
@@ -119,12 +156,8 @@ def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         and all(d.is_file() and d.stat().st_mtime >= newest for d in drivers)
     ):
         return ctest
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # shared by the workers of this session
-    build = root / "native-build"
-    with open(root / "native-build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    build = shared_dir() / "native-build"
+    with shared_lock("native-build"):
         if not (build / "gicomm_build.json").exists():
             host_build(build)
     return build
@@ -155,3 +188,56 @@ def copy_repo(dst: Path, native_build: Path) -> Path:
 def repo_copy(tmp_path: Path, native_build: Path) -> Path:
     """A copy of the tracked working tree for one test (copy_repo)."""
     return copy_repo(tmp_path / "repo", native_build)
+
+
+def slurm_answers() -> bool:
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and any(s in out.stdout for s in ("idle", "mixed", "alloc"))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[str]:
+    """A running one-node Slurm with accounting (tests/test_slurm_e2e.py, tests/test_launcher.py).
+    Root: set it up once for every worker of the session (failure fails the tests), and keep it up
+    until the session ends (pytest_unconfigure stops the daemons it started then: slurmd,
+    slurmctld, slurmdbd, mariadbd, munged), unless Slurm was already answering before (then it is
+    someone else's) or GICOMM_SLURM_KEEP=1 asks to keep them for the next run. Up to the end, not
+    per module: with Slurm's client installed and its controller stopped, every snakemake started
+    afterwards waits 9 s for it (the Slurm executor plugin asks `scontrol show config` on start)."""
+    if os.geteuid() == 0:
+        state = shared_dir() / "slurm-setup"
+        with shared_lock("slurm"):
+            if not state.exists():
+                running_before = slurm_answers()
+                t0 = time.monotonic()
+                out = subprocess.run(
+                    ["bash", str(SLURM_SETUP)], capture_output=True, text=True, timeout=600
+                )
+                if out.returncode:
+                    state.write_text(f"tests/slurm/setup.sh failed:\n{out.stdout}\n{out.stderr}")
+                else:
+                    state.write_text(
+                        f"set up by tests/slurm/setup.sh in {time.monotonic() - t0:.1f} s"
+                    )
+                    if not running_before:
+                        (shared_dir() / "slurm-started").touch()
+        said = state.read_text()
+        assert not said.startswith("tests/slurm/setup.sh failed"), said
+        yield said
+        return
+    if os.environ.get("GICOMM_SLURM_TESTS") == "1":
+        if slurm_answers():
+            yield "already running"
+            return
+        pytest.fail(
+            "GICOMM_SLURM_TESTS=1 but no Slurm answers: run `sudo tests/slurm/setup.sh` first"
+        )
+    pytest.skip(
+        "needs root to install and start slurmctld/slurmd/slurmdbd/munge/mariadb (CI runs as root); "
+        "or run `sudo tests/slurm/setup.sh` and set GICOMM_SLURM_TESTS=1"
+    )

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO, current_build_with
-from test_slurm_e2e import slurm_cluster as slurm_cluster  # noqa: PLC0414 - the same one-node cluster
 
 TARGET = "gicomm-pair-check"
 

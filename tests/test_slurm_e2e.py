@@ -35,15 +35,12 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import REPO
 
-SETUP = REPO / "tests" / "slurm" / "setup.sh"
-TEARDOWN = REPO / "tests" / "slurm" / "teardown.sh"
 # The CPU-runnable part of the default campaign (config/config.yaml): its experiments with a point
 # that needs no GPU, NIC, CUDA build, second node or clock locking, with their reduced sweeps, one
 # independent run per point, a host-only native build of just their drivers (every target would
@@ -69,48 +66,6 @@ FAST_POLL = [
 ]  # fmt: skip
 
 pytestmark = pytest.mark.slow
-
-
-def _is_root() -> bool:
-    return os.geteuid() == 0
-
-
-def _slurm_answers() -> bool:
-    try:
-        out = subprocess.run(
-            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and any(s in out.stdout for s in ("idle", "mixed", "alloc"))
-
-
-@pytest.fixture(scope="module")
-def slurm_cluster() -> Iterator[str]:
-    """A running one-node Slurm with accounting. Root: set it up (failure fails the test), and
-    stop the daemons it started (slurmd, slurmctld, slurmdbd, mariadbd, munged) when the tests are
-    done, unless Slurm was already answering before (then it is someone else's) or
-    GICOMM_SLURM_KEEP=1 asks to keep them for the next run."""
-    if _is_root():
-        running_before = _slurm_answers()
-        t0 = time.monotonic()
-        out = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, f"tests/slurm/setup.sh failed:\n{out.stdout}\n{out.stderr}"
-        yield f"set up by tests/slurm/setup.sh in {time.monotonic() - t0:.1f} s"
-        if not running_before and os.environ.get("GICOMM_SLURM_KEEP") != "1":
-            subprocess.run(["bash", str(TEARDOWN)], capture_output=True, text=True, timeout=120)
-        return
-    if os.environ.get("GICOMM_SLURM_TESTS") == "1":
-        if _slurm_answers():
-            yield "already running"
-            return
-        pytest.fail(
-            "GICOMM_SLURM_TESTS=1 but no Slurm answers: run `sudo tests/slurm/setup.sh` first"
-        )
-    pytest.skip(
-        "needs root to install and start slurmctld/slurmd/slurmdbd/munge/mariadb (CI runs as root); "
-        "or run `sudo tests/slurm/setup.sh` and set GICOMM_SLURM_TESTS=1"
-    )
 
 
 def cpu_runnable_experiments() -> dict[str, str]:
