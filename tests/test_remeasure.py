@@ -1,7 +1,8 @@
 """Re-measuring and resuming through Snakemake, on this machine: a point is measured again when its
 timeouts change or the user forces it (the old records stay as history, out of the tables); a run
 killed with SIGKILL resumes without `snakemake --unlock` and keeps the points it finished; a second
-live run is refused even after `snakemake --unlock`; a driver missing from the build fails the run.
+live run is refused (by Snakemake's lock, and by ours even after `snakemake --unlock`); a driver
+missing from the build fails the run.
 
 One copy of the tree serves every test of this module (each test uses its own campaign). Besides
 the CPU experiment engine_ceiling, a stand-in driver (tests/fixtures/fake_driver.py) with slow points
@@ -179,6 +180,23 @@ def test_a_killed_run_resumes_without_unlock_and_keeps_finished_points(tree: Pat
     assert f"kept {len(finished)} point(s) measured ok" in log
     assert "batch0.driver.jsonl:2: not UTF-8 text" in log  # reported with file:line, then skipped
     assert [r["status"] for r in iter_records(files["raw"])] == ["ok"] * 4
+
+
+def test_a_second_run_on_the_same_results_is_refused(tree: Path):
+    """The same command again while a run is alive (its bench job held at a gate, so the race is
+    always won by the first): Snakemake's own lock refuses it, and the first run ends well."""
+    cfg, files = slow_campaign(tree, "race")
+    gate = tree / "race.gate"
+    first = start(tree, cfg, files, slow_s=0, gate=gate)
+    try:
+        second = snakemake(tree, cfg, "results/race/tidy/records.csv")
+    finally:
+        gate.write_text("open\n")
+    out, _ = first.communicate(timeout=300)
+    assert first.returncode == 0, out[-3000:]
+    assert second.returncode != 0
+    assert "cannot be locked" in second.stdout + second.stderr
+    assert len(list(iter_records(files["raw"]))) == 4
 
 
 def test_a_second_run_after_unlock_is_refused_by_our_lock(tree: Path):
