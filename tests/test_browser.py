@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from test_report_synth import render_synthetic_report
+from test_report_synth import synthetic_report_copy
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -178,7 +178,7 @@ class DevTools:
 # ---- fixtures: the report served on localhost, and a browser --------------------------------------
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    results = render_synthetic_report(tmp_path_factory.mktemp("browser"), ("synth", "other"))
+    results = synthetic_report_copy(tmp_path_factory.mktemp("browser"))
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args: object) -> None:

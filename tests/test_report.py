@@ -17,7 +17,7 @@ from urllib.parse import urldefrag
 
 import pytest
 from conftest import REPO
-from test_report_synth import render_synthetic_report, write_archived_campaign
+from test_report_synth import synthetic_report_copy, write_archived_campaign
 
 from gicomm.catalogue import PAPER_EXPERIMENTS, TABLE_IDS
 
@@ -26,7 +26,7 @@ LINK = re.compile(r"""(?:href|src)="([^"]+)\"""")
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return render_synthetic_report(tmp_path_factory.mktemp("report"), ("synth", "other"))
+    return synthetic_report_copy(tmp_path_factory.mktemp("report"))
 
 
 def local_links(page: Path) -> list[Path]:
@@ -264,10 +264,9 @@ def test_every_table_row_of_the_catalogue_names_one_paper_row():
             assert hits == 1, (spec.tab_id, row["row"], hits)
 
 
-def test_export_zip_stands_alone(tmp_path: Path):
+def test_export_zip_stands_alone(results: Path, tmp_path: Path):
     from gicomm.export import export_campaign
 
-    results = render_synthetic_report(tmp_path, ("synth", "other"))
     out = tmp_path / "synth.zip"
     export_campaign("synth", results / "synth" / "report", [], [], out)
     assert out.stat().st_mode & 0o777 == 0o644

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from conftest import make_record, write_jsonl
+from conftest import make_record, shared_dir, shared_lock, write_jsonl
 
 from gicomm.aggregate import summarize_runs, transport_ratios
 from gicomm.claims import check_claims
@@ -323,3 +323,16 @@ def render_synthetic_report(root: Path, campaigns: tuple[str, ...] = ("synth",))
         hardware={c: [hardware(c)] for c in campaigns},
     )
     return results
+
+
+def synthetic_report_copy(dst: Path) -> Path:
+    """A copy at dst of the synthetic report of campaigns synth and other (render_synthetic_report),
+    rendered once for every worker of the session (half a minute each time; three modules read it)
+    and copied, so a test that writes beside it leaves the others' alone; return dst/results."""
+    done = shared_dir() / "synthetic-report" / "rendered"
+    with shared_lock("synthetic-report"):
+        if not done.exists():
+            shutil.rmtree(done.parent, ignore_errors=True)  # a render that failed half-way
+            render_synthetic_report(done.parent, ("synth", "other"))
+            done.touch()
+    return shutil.copytree(done.parent / "results", dst / "results")
