@@ -182,42 +182,41 @@ def test_a_killed_run_resumes_without_unlock_and_keeps_finished_points(tree: Pat
     assert [r["status"] for r in iter_records(files["raw"])] == ["ok"] * 4
 
 
-def test_a_second_run_on_the_same_results_is_refused(tree: Path):
-    """The same command again while a run is alive (its bench job held at a gate, so the race is
-    always won by the first): Snakemake's own lock refuses it, and the first run ends well."""
-    cfg, files = slow_campaign(tree, "race")
-    gate = tree / "race.gate"
+def race_a_held_run(tree: Path, name: str, unlock: bool = False) -> subprocess.CompletedProcess:
+    """A run of campaign `name` held at a gate (its third point waits) and the same command started
+    beside it, after `snakemake --unlock` when asked; then the first run let go. Checks that the
+    second run failed, the first ended well and each point was measured once; returns the second."""
+    cfg, files = slow_campaign(tree, name)
+    gate = tree / f"{name}.gate"
     first = start(tree, cfg, files, slow_s=0, gate=gate)
     try:
-        second = snakemake(tree, cfg, "results/race/tidy/records.csv")
+        if unlock:
+            out = snakemake(tree, cfg, "--unlock")
+            assert out.returncode == 0, out.stderr[-2000:]
+        second = snakemake(tree, cfg, f"results/{name}/tidy/records.csv")
     finally:
         gate.write_text("open\n")
     out, _ = first.communicate(timeout=300)
     assert first.returncode == 0, out[-3000:]
     assert second.returncode != 0
-    assert "cannot be locked" in second.stdout + second.stderr
+    assert len(files["calls"].read_text().split()) == 4  # each point measured once
     assert len(list(iter_records(files["raw"]))) == 4
+    return second
+
+
+def test_a_second_run_on_the_same_results_is_refused(tree: Path):
+    """The same command again while a run is alive (held, so the race is always won by the first):
+    Snakemake's own lock refuses it."""
+    second = race_a_held_run(tree, "race")
+    assert "cannot be locked" in second.stdout + second.stderr
 
 
 def test_a_second_run_after_unlock_is_refused_by_our_lock(tree: Path):
     """Snakemake's lock message suggests --unlock; doing that during a run and starting the same
     command again must not measure (or publish) anything twice."""
-    cfg, files = slow_campaign(tree, "ul")
-    gate = tree / "ul.gate"  # the first run stays alive (its third point waits) until opened
-    first = start(tree, cfg, files, slow_s=0, gate=gate)
-    try:
-        unlock = snakemake(tree, cfg, "--unlock")
-        assert unlock.returncode == 0, unlock.stderr[-2000:]
-        second = snakemake(tree, cfg, "results/ul/tidy/records.csv")
-    finally:
-        gate.write_text("open\n")
-    out, _ = first.communicate(timeout=300)
-    assert first.returncode == 0, out[-3000:]
-    assert second.returncode != 0
+    second = race_a_held_run(tree, "ul", unlock=True)
     assert "another snakemake run of gicomm is alive in this directory" in second.stderr
     assert "snakemake --unlock does not end it" in second.stderr
-    assert len(files["calls"].read_text().split()) == 4  # each point measured once
-    assert len(list(iter_records(files["raw"]))) == 4
 
 
 @pytest.mark.parametrize("how", ["deleted", "misspelled"])
