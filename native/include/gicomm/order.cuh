@@ -42,7 +42,8 @@ __device__ __forceinline__ void st_release_sys_u32(uint32_t* p, uint32_t v) {
 __device__ __forceinline__ void st_release_sys_u64(uint64_t* p, uint64_t v) {
   asm volatile("st.release.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-// An atomic add with release semantics at system scope (MEMBAR.SYS and the reduction, no L1 flush).
+// An atomic add with release semantics at system scope: every write ordered before it (the
+// thread's own, and others' through a barrier) is visible before the add; no acquire half.
 __device__ __forceinline__ void red_release_sys_add_u32(uint32_t* p, uint32_t v) {
   asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
