@@ -919,20 +919,39 @@ static void check_grid_roles() {
             sn::grid_helpers(16, 4, 0) == 3,
         "one QP on 16 or 132 blocks has 15 helpers; 16 QPs none; 4 QPs 3 each");
   for (uint32_t wpb : {2u, 8u})
-    for (uint32_t local : {wpb - 1, wpb})
+    for (uint32_t share : {0u, wpb - 1, wpb})
       for (uint32_t helpers = 0; helpers <= sn::kMaxGridHelpers; ++helpers) {
-        const uint32_t step = local + helpers * wpb;
+        const uint32_t step = sn::grid_step(share, helpers, wpb);
+        CHECK(step == share + helpers * (wpb - 1), "wpb %u share %u helpers %u: step %u", wpb, share, helpers, step);
         std::vector<int> seen(step, 0);
-        for (uint32_t i = 0; i < local; ++i) ++seen[i];
+        const auto take = [&](uint32_t f) {
+          if (f < step) ++seen[f];
+          else CHECK(false, "first round %u past step %u", f, step);
+        };
+        // A helper block's warp 0 runs its queue: only warps 1..wpb-1 take rounds; the owner's
+        // copying warps take the places after every helper's.
         for (uint32_t h = 0; h < helpers; ++h)
-          for (uint32_t w = 0; w < wpb; ++w) {
-            const uint32_t f = sn::grid_first_round(local, wpb, h, w);
-            if (f < step) ++seen[f];
-            else CHECK(false, "first round %u past step %u", f, step);
-          }
+          for (uint32_t w = 1; w < wpb; ++w) take(sn::grid_first_round(wpb, h, w));
+        for (uint32_t i = 0; i < share; ++i) {
+          const uint32_t f = sn::grid_owner_first_round(helpers, wpb, i);
+          CHECK(f >= helpers * (wpb - 1), "the owner's warp %u comes after the helpers' (%u)", i, f);
+          take(f);
+        }
         CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(step),
-              "wpb %u local %u helpers %u: a first round taken twice or not at all", wpb, local, helpers);
+              "wpb %u share %u helpers %u: a first round taken twice or not at all", wpb, share, helpers);
       }
+  // The owner's 7 copying warps take part in a deferred grid job beside up to 7 helper blocks (49
+  // warps), not beside 8 (56) or 15 (105); an undeferred job or one with no helpers is all theirs.
+  CHECK(sn::grid_deferred_share(7, 7, 8) == 7 && sn::grid_deferred_share(7, 1, 8) == 7 &&
+            sn::grid_deferred_share(7, 8, 8) == 0 && sn::grid_deferred_share(7, 15, 8) == 0,
+        "the owner's warps take part while the helpers' copying warps are fewer than 8 times theirs");
+  for (uint32_t helpers : {0u, 3u, 15u}) {
+    const sn::GridShare d = sn::grid_share(true, helpers, 8), u = sn::grid_share(false, helpers, 8);
+    CHECK(d.share == (helpers == 15 ? 0u : 7u) && d.step == d.share + helpers * 7 && u.share == 8 &&
+              u.step == 8 + helpers * 7,
+          "helpers %u: deferred share %u step %u, undeferred share %u step %u", helpers, d.share, d.step, u.share,
+          u.step);
+  }
   CHECK(!sn::grid_epoch(31, 8, 15) && sn::grid_epoch(32, 8, 15) && !sn::grid_epoch(1000, 8, 0),
         "an epoch goes to the grid from 4 rounds per warp, and only with helpers");
 }

@@ -295,7 +295,7 @@ struct BlockCopyJob {
 // to the next without waiting for the owner; job n + 2 is posted only after job n was awaited.
 struct GridSlot {
   uint32_t done;  // helper blocks done with this slot's job
-  uint32_t nb, total, first, step;
+  uint32_t nb, total, step;  // step: grid_step
   CopyDesc descs[kWarpLanes];  // the epoch's copies, compacted
 };
 struct GridQueue {
@@ -305,6 +305,11 @@ struct GridQueue {
 // A grid job as posted: its helper blocks (0: none, the block copies alone) and its slot.
 struct GridPost {
   uint32_t helpers, slot;
+};
+// A job as a helper block's warp 0 hands it to its copying warps (help_grid).
+struct GridJob {
+  uint32_t nb, total, first, step;  // first: the block's first copying warp's first round
+  uint32_t stop;
 };
 
 // A pass whose copies the helpers are still moving while warp 0 goes on to the next pass: its
@@ -331,18 +336,38 @@ struct BlockShared {
   GridQueue* grid;
   uint32_t grid_blocks, grid_seq;
   GridPost next_grid;  // the deferred pass's grid job, posted before the pending pass is awaited
-  uint32_t grid_first, grid_step;  // a helper block's: its warp 0's first round of the job, and the step
   volatile int* stop_relay;
   unsigned long long started_ns, budget_ns;
+  // A helper block's (help_grid): the jobs handed to its copying warps (two: the next one handed
+  // over while they move this one), and for each the copying warps done with it.
+  GridJob grid_jobs[2];
+  uint32_t grid_copied[2];
 };
 // Named barriers (0 is __syncthreads'): a job posted and done; a block pass's sub-windows checked,
 // its taken warps' payloads moved, their CQEs out.
 constexpr uint32_t kJobPosted = 1, kJobDone = 2, kPassChecked = 3, kPassMoved = 4, kPassDone = 5;
+// A helper block's jobs (help_grid), one barrier per buffer: warp 0 arrives, the copying warps wait.
+constexpr uint32_t kGridPosted0 = 6, kGridPosted1 = 7;
 
 __device__ __forceinline__ void block_barrier(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void block_barrier(uint32_t id) { block_barrier(id, blockDim.x); }
+// The producer's side of a named barrier: no wait; its memory accesses before it are performed for
+// the threads that wait at it (bar.sync) once it completes.
+__device__ __forceinline__ void block_arrive(uint32_t id) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(blockDim.x) : "memory");
+}
+// A helper block's job buffer's barrier (kGridPosted0, kGridPosted1), by a branch: a barrier number known only at
+// run time makes the compiler reserve all 16 of the block's barriers.
+__device__ __forceinline__ void grid_posted_wait(uint32_t buf) {
+  if (buf) block_barrier(kGridPosted1);
+  else block_barrier(kGridPosted0);
+}
+__device__ __forceinline__ void grid_posted_arrive(uint32_t buf) {
+  if (buf) block_arrive(kGridPosted1);
+  else block_arrive(kGridPosted0);
+}
 
 // The block's rounds `first`, `first + step`, ... of an epoch of aligned copies.
 __device__ __forceinline__ void aligned_rounds_of(const CopyDesc* descs, uint32_t nb, uint32_t total, uint32_t first,
@@ -356,21 +381,21 @@ __device__ void help_block_pass(BlockShared* bs, const QpState& q, const Tables&
                                 uint32_t w, uint32_t ci, uint32_t avail, uint32_t subs, uint32_t lane, Counters& ctr);
 
 // The owner block's side of a grid job (GridQueue). post_grid, by warp 0's 32 lanes: when the epoch
-// is long enough for the grid (grid_epoch; `local`: the block's own copying warps), its copies and
-// rounds go to the helpers. The slot's previous job has been awaited.
+// is long enough for the grid (grid_epoch, with the block's own copying warps: all of them, or all
+// but warp 0 for a `deferred` pass), its copies and rounds go to the helpers, with the rounds' step
+// (grid_share). The slot's previous job has been awaited.
 __device__ __forceinline__ GridPost post_grid(BlockShared* bs, const CopyDesc* descs, uint32_t nb, uint32_t total,
-                                              uint32_t local, uint32_t lane) {
-  const uint32_t helpers = bs->grid_blocks;
-  if (!grid_epoch(aligned_rounds(total), local, helpers)) return GridPost{0u, 0u};
-  const uint32_t seq = bs->grid_seq + 1u, slot = seq & 1u;
+                                              bool deferred, uint32_t lane) {
+  const uint32_t helpers = bs->grid_blocks, wpb = blockDim.x / kWarpLanes;
+  if (!grid_epoch(aligned_rounds(total), deferred ? wpb - 1u : wpb, helpers)) return GridPost{0u, 0u};
+  const uint32_t seq = bs->grid_seq + 1u, slot = seq & 1u, step = grid_share(deferred, helpers, wpb).step;
   GridSlot* g = &bs->grid->slot[slot];
   if (lane < total / nb) g->descs[lane] = descs[lane];
   if (lane == 0) {
     g->done = 0u;
     g->nb = nb;
     g->total = total;
-    g->first = local;
-    g->step = local + helpers * (blockDim.x / kWarpLanes);
+    g->step = step;
   }
   __syncwarp();  // every lane's stores before lane 0's release (cumulative over them)
   if (lane == 0) {
@@ -413,8 +438,10 @@ __device__ __noinline__ void help_block(BlockShared* bs, const QpState& q, const
       help_block_pass(bs, q, tables, ws, wib, job.window_ci, job.window_avail, job.window_subs, lane, ctr);
       continue;
     }
-    const uint32_t skip = job.owner_copies ? 0u : 1u;  // warp 0 copies its share too, or none
-    aligned_rounds_of(job.descs, job.nb, job.total, wib - skip, wpb - skip + job.grid_blocks * wpb, lane);
+    const uint32_t mine = wib - (job.owner_copies ? 0u : 1u);  // warp 0 copies too, or not
+    const GridShare part = grid_share(!job.owner_copies, job.grid_blocks, wpb);
+    if (mine < part.share)
+      aligned_rounds_of(job.descs, job.nb, job.total, grid_owner_first_round(job.grid_blocks, wpb, mine), part.step, lane);
     if (job.grid_blocks != 0 && wib == wpb - 1) await_grid(bs, job.grid_slot, job.grid_blocks, lane);
     block_barrier(kJobDone);
   }
@@ -507,10 +534,11 @@ __device__ void warp_copy(WarpScratch& ws, BlockShared* bs, uint32_t lanes, cons
     aligned_tails(lanes, mine, ae, lane);
     if (bs != nullptr && aligned_rounds(ae.total) > 1) {
       const uint32_t wpb = blockDim.x / kWarpLanes;
-      const GridPost grid = post_grid(bs, ws.copies, ae.nb, ae.total, wpb, lane);
+      const GridPost grid = post_grid(bs, ws.copies, ae.nb, ae.total, false, lane);
       if (lane == 0) bs->job = BlockCopyJob{ws.copies, ae.nb, ae.total, 0u, 1u, 0u, 0u, 0u, grid.helpers, grid.slot};
       block_barrier(kJobPosted);
-      aligned_rounds_of(ws.copies, ae.nb, ae.total, 0u, wpb + grid.helpers * wpb, lane);
+      aligned_rounds_of(ws.copies, ae.nb, ae.total, grid_owner_first_round(grid.helpers, wpb, 0u),
+                        grid_share(false, grid.helpers, wpb).step, lane);
       block_barrier(kJobDone);  // the helpers' stores before the CQEs; ws.copies free again
       return;
     }
@@ -580,7 +608,7 @@ struct EngineBlock {
     descs = bs->copies[bs->next_buf];
     ae = aligned_epoch(copy_lanes, rec->move, lane, 2u, descs);
     if (ae.nb == 0) return false;
-    const GridPost grid = post_grid(bs, descs, ae.nb, ae.total, blockDim.x / kWarpLanes - 1u, lane);
+    const GridPost grid = post_grid(bs, descs, ae.nb, ae.total, true, lane);
     if (lane == 0) bs->next_grid = grid;  // in shared memory: no registers held across the await
     return true;
   }
@@ -629,57 +657,81 @@ struct KernelArgs {
   GridQueue* grid;      // one per block (the helped kernel's grid help)
 };
 
-// A helper block (grid_role) of QP `owner`'s block: warp 0 polls that block's GridQueue; each job's
-// copies come to this block's shared memory, in the order posted, and every warp moves its rounds,
-// then warp 0 counts the block done. Ends when the engine stops or its watchdog fires. Called by
+// A helper block (grid_role) of QP `owner`'s block. Its warp 0 runs the block's side of the owner's
+// GridQueue and copies nothing (grid_copy_warps): it polls the queue, brings each job's copies into
+// shared memory and hands the job to the copying warps, in one of two buffers, each with its named
+// barrier (bar.arrive here, bar.sync there). The next job is handed over while the warps still
+// move this one, so they go from one job to the next at once: the queue's poll and the copies'
+// trip to L2 are off their road. The last copying warp done with a job (grid_copied, an acq_rel
+// count within the block) counts the block done with it: a system-scope release, cumulative over
+// every copying warp's payload stores. Ends when the engine stops or its watchdog fires. Called by
 // every warp of the block.
 __device__ __noinline__ void help_grid(const KernelArgs& a, BlockShared* bs, GridRole role, uint32_t wib, uint32_t wpb,
                                        uint32_t lane, Counters& ctr) {
   GridQueue* g = a.grid + role.owner;
-  BlockCopyJob& job = bs->job;
+  const uint32_t copiers = grid_copy_warps(wpb);
+  if (wib != 0) {  // a copying warp: the jobs in the order handed over
+    for (uint32_t n = 1;; ++n) {
+      const uint32_t buf = n & 1u;
+      grid_posted_wait(buf);
+      const GridJob& job = bs->grid_jobs[buf];
+      if (job.stop) return;
+      const uint32_t first = job.first + wib - 1u, rounds = aligned_rounds(job.total);
+      aligned_rounds_of(bs->copies[buf], job.nb, job.total, first, job.step, lane);
+      if (first < rounds) ctr.grid_rounds += (rounds - 1 - first) / job.step + 1;
+      __syncwarp();  // every lane's stores before lane 0's release (cumulative over them)
+      if (lane == 0 && order::atom_acq_rel_cta_add_u32(&bs->grid_copied[buf], 1u) == copiers - 1u)
+        order::red_release_sys_add_u32(&g->slot[buf].done, 1u);  // job n is in the queue's slot n % 2
+    }
+  }
   const unsigned long long started = order::globaltimer_ns();
-  uint32_t seen = 0;  // jobs seen (warp 0's)
-  for (;;) {
-    if (wib == 0) {
-      uint32_t stop = 0;
-      if (lane == 0) {
-        for (uint32_t spin = 0; order::ld_acquire_sys_u32(&g->seq) == seen; ++spin) {
-          if ((spin & 255) == 255 && engine_ending(a.stop_relay, started, a.budget_ns)) {
-            stop = 1;
-            break;
-          }
-          __nanosleep(64);
-        }
+  if (lane == 0) bs->grid_copied[0] = bs->grid_copied[1] = copiers;  // both buffers free
+  uint32_t handed = 0, posted = 0;  // jobs handed to the warps, and seen posted
+  bool stopping = false;
+  for (uint32_t idle = 0;; ++idle) {
+    // The next job's buffer is free once every copying warp is done with the job two before it.
+    const uint32_t buf = (handed + 1u) & 1u;
+    uint32_t free = 0;
+    if (lane == 0) free = order::ld_acquire_cta_u32(&bs->grid_copied[buf]) == copiers ? 1u : 0u;
+    free = __shfl_sync(kFullWarp, free, 0);
+    if (stopping) {
+      const uint32_t other = lane == 0 ? order::ld_acquire_cta_u32(&bs->grid_copied[buf ^ 1u]) : 0u;
+      if (free != 0 && __shfl_sync(kFullWarp, other, 0) == copiers) break;  // every job handed over is done
+    } else if (free != 0) {
+      if (posted == handed) {
+        if (lane == 0) posted = order::ld_acquire_sys_u32(&g->seq);
+        __syncwarp();  // lane 0's acquire before every lane's reads of the job
+        posted = __shfl_sync(kFullWarp, posted, 0);
       }
-      __syncwarp();  // lane 0's acquire before every lane's reads of the job
-      stop = __shfl_sync(kFullWarp, stop, 0);
-      if (!stop) {
-        ++seen;  // the jobs in the order posted (seq may be one further: the owner posts ahead)
-        const GridSlot* gs = &g->slot[seen & 1u];
+      if (posted != handed) {
+        ++handed;  // the jobs in the order posted (seq may be one further: the owner posts ahead)
+        const GridSlot* gs = &g->slot[buf];
         // Every lane's copy slot loaded beside the job's shape, not after it: one trip to L2, not
         // two (the slots past the epoch's copies are stale and never read).
         const CopyDesc d = gs->descs[lane];
-        const uint32_t nb = gs->nb, total = gs->total;
-        bs->copies[0][lane] = d;
+        const uint32_t nb = gs->nb, total = gs->total, step = gs->step;
+        bs->copies[buf][lane] = d;
         if (lane == 0) {
-          job.nb = nb;
-          job.total = total;
-          bs->grid_first = grid_first_round(gs->first, wpb, role.ordinal, 0u);
-          bs->grid_step = gs->step;
+          bs->grid_jobs[buf] = GridJob{nb, total, grid_first_round(wpb, role.ordinal, 1u), step, 0u};
+          bs->grid_copied[buf] = 0u;
         }
+        __syncwarp();
+        grid_posted_arrive(buf);
+        idle = 0;
+        continue;
       }
-      if (lane == 0) job.stop = stop;
     }
-    block_barrier(kJobPosted);
-    if (job.stop) return;
-    const uint32_t first = bs->grid_first + wib, rounds = aligned_rounds(job.total);
-    aligned_rounds_of(bs->copies[0], job.nb, job.total, first, bs->grid_step, lane);
-    if (first < rounds) ctr.grid_rounds += (rounds - 1 - first) / bs->grid_step + 1;
-    block_barrier(kJobDone);  // also: warp 0 rewrites the job only after every warp has read it
-    // Every warp's stores (the barrier) before the count: a release, cumulative over them (the
-    // fence.acq_rel.sys it replaces had an acquire half that nothing here needs).
-    if (wib == 0 && lane == 0) order::red_release_sys_add_u32(&g->slot[seen & 1u].done, 1u);
+    if ((idle & 255) == 255 && !stopping) {
+      uint32_t ending = 0;
+      if (lane == 0) ending = engine_ending(a.stop_relay, started, a.budget_ns) ? 1u : 0u;
+      stopping = __shfl_sync(kFullWarp, ending, 0) != 0;  // one lane's view: the warp stays converged
+    }
+    __nanosleep(64);
   }
+  const uint32_t buf = (handed + 1u) & 1u;
+  if (lane == 0) bs->grid_jobs[buf].stop = 1u;
+  __syncwarp();
+  grid_posted_arrive(buf);
 }
 
 // The next pass's window, loaded while this pass's CQEs are published: the CQE release waits one

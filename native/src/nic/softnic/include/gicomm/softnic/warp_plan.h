@@ -432,11 +432,43 @@ GICOMM_HD uint32_t grid_helpers(uint32_t blocks, uint32_t qps, uint32_t owner) {
 GICOMM_HD bool grid_epoch(uint32_t rounds, uint32_t local, uint32_t helpers) {
   return helpers != 0 && rounds >= kGridMinRoundsPerWarp * local;
 }
+// A helper block's warp 0 runs the block's side of the queue (gpu_engine.cu, help_grid) and copies
+// nothing; its other warps, 1..wpb-1, copy.
+GICOMM_HD uint32_t grid_copy_warps(uint32_t wpb) { return wpb - 1u; }
 // The rounds of a grid epoch are dealt out like the block's (aligned_rounds_of: first, first + step,
-// ...): the owner block's copying warps take 0..local-1, helper h's warp w takes the one below, and
-// step = local + helpers * wpb, so every round is moved once.
-GICOMM_HD uint32_t grid_first_round(uint32_t local, uint32_t wpb, uint32_t ordinal, uint32_t wib) {
-  return local + ordinal * wpb + wib;
+// ...): helper h's copying warp w (1..wpb-1) takes h * (wpb - 1) + w - 1, the owner block's copying
+// warps the places after every helper's (the first `share` of them take part, maybe none: they start
+// a deferred pass's rounds only after the pass before it was awaited, so they get the fewest), and
+// step = grid_step, so every round is moved once.
+GICOMM_HD uint32_t grid_first_round(uint32_t wpb, uint32_t ordinal, uint32_t wib) {
+  return ordinal * grid_copy_warps(wpb) + (wib - 1u);
+}
+GICOMM_HD uint32_t grid_owner_first_round(uint32_t helpers, uint32_t wpb, uint32_t mine) {
+  return helpers * grid_copy_warps(wpb) + mine;
+}
+GICOMM_HD uint32_t grid_step(uint32_t share, uint32_t helpers, uint32_t wpb) {
+  return share + helpers * grid_copy_warps(wpb);
+}
+// How many of the owner block's `local` copying warps take rounds of a deferred pass's grid job
+// (grid_step's `share`). They start it only after the pass before it was awaited, an epoch's steps
+// after the helpers: beside many helper warps they only lengthen the epoch, beside few they add
+// copies. So they take part while the helpers' copying warps are fewer than kGridOwnerWarpsRatio
+// times theirs (one H200, 2026-12-03: one QP, 105 helper warps, 64 KiB writes 5.73 M WQE/s without
+// them and 5.42 with; two QPs, 49 helper warps each, 7.16 without and 8.15 with).
+constexpr uint32_t kGridOwnerWarpsRatio = 8;
+GICOMM_HD uint32_t grid_deferred_share(uint32_t local, uint32_t helpers, uint32_t wpb) {
+  return helpers * grid_copy_warps(wpb) < kGridOwnerWarpsRatio * local ? local : 0u;
+}
+// The owner block's part in a job of `helpers` helper blocks (none: the block copies alone): how
+// many of its copying warps take rounds, and the rounds' step. `deferred`: warp 0 serves the QP and
+// its other wpb - 1 warps copy; else all wpb copy, warp 0 too, right away.
+struct GridShare {
+  uint32_t share, step;
+};
+GICOMM_HD GridShare grid_share(bool deferred, uint32_t helpers, uint32_t wpb) {
+  const uint32_t local = deferred ? wpb - 1u : wpb;
+  const uint32_t share = helpers != 0 && deferred ? grid_deferred_share(local, helpers, wpb) : local;
+  return GridShare{share, grid_step(share, helpers, wpb)};
 }
 
 // ---- completions ------------------------------------------------------------------------------------
