@@ -358,8 +358,8 @@ __device__ __forceinline__ void block_barrier(uint32_t id) { block_barrier(id, b
 __device__ __forceinline__ void block_arrive(uint32_t id) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(blockDim.x) : "memory");
 }
-// A helper block's job buffer's barrier (kGridPosted0, kGridPosted1), by a branch: a barrier number known only at
-// run time makes the compiler reserve all 16 of the block's barriers.
+// A helper block's job buffer's barrier (kGridPosted0, kGridPosted1), by a branch: a barrier
+// number known only at run time makes the compiler reserve all 16 of the block's barriers.
 __device__ __forceinline__ void grid_posted_wait(uint32_t buf) {
   if (buf) block_barrier(kGridPosted1);
   else block_barrier(kGridPosted0);
