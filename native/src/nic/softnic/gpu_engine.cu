@@ -308,8 +308,7 @@ struct GridPost {
 };
 // A job as a helper block's warp 0 hands it to its copying warps (help_grid).
 struct GridJob {
-  uint32_t nb, total, first, step;  // first: the block's first copying warp's first round
-  uint32_t stop;
+  uint32_t nb, total, step, stop;
 };
 
 // A pass whose copies the helpers are still moving while warp 0 goes on to the next pass: its
@@ -387,7 +386,7 @@ __device__ void help_block_pass(BlockShared* bs, const QpState& q, const Tables&
 __device__ __forceinline__ GridPost post_grid(BlockShared* bs, const CopyDesc* descs, uint32_t nb, uint32_t total,
                                               bool deferred, uint32_t lane) {
   const uint32_t helpers = bs->grid_blocks, wpb = blockDim.x / kWarpLanes;
-  if (!grid_epoch(aligned_rounds(total), deferred ? wpb - 1u : wpb, helpers)) return GridPost{0u, 0u};
+  if (!grid_epoch(aligned_rounds(total), grid_local_warps(deferred, wpb), helpers)) return GridPost{0u, 0u};
   const uint32_t seq = bs->grid_seq + 1u, slot = seq & 1u, step = grid_share(deferred, helpers, wpb).step;
   GridSlot* g = &bs->grid->slot[slot];
   if (lane < total / nb) g->descs[lane] = descs[lane];
@@ -670,13 +669,14 @@ __device__ __noinline__ void help_grid(const KernelArgs& a, BlockShared* bs, Gri
                                        uint32_t lane, Counters& ctr) {
   GridQueue* g = a.grid + role.owner;
   const uint32_t copiers = grid_copy_warps(wpb);
-  if (wib != 0) {  // a copying warp: the jobs in the order handed over
+  if (wib != 0) {  // a copying warp: the jobs in the order handed over, from the same first round
+    const uint32_t first = grid_first_round(wpb, role.ordinal, wib);
     for (uint32_t n = 1;; ++n) {
       const uint32_t buf = n & 1u;
       grid_posted_wait(buf);
       const GridJob& job = bs->grid_jobs[buf];
       if (job.stop) return;
-      const uint32_t first = job.first + wib - 1u, rounds = aligned_rounds(job.total);
+      const uint32_t rounds = aligned_rounds(job.total);
       aligned_rounds_of(bs->copies[buf], job.nb, job.total, first, job.step, lane);
       if (first < rounds) ctr.grid_rounds += (rounds - 1 - first) / job.step + 1;
       __syncwarp();  // every lane's stores before lane 0's release (cumulative over them)
@@ -712,7 +712,7 @@ __device__ __noinline__ void help_grid(const KernelArgs& a, BlockShared* bs, Gri
         const uint32_t nb = gs->nb, total = gs->total, step = gs->step;
         bs->copies[buf][lane] = d;
         if (lane == 0) {
-          bs->grid_jobs[buf] = GridJob{nb, total, grid_first_round(wpb, role.ordinal, 1u), step, 0u};
+          bs->grid_jobs[buf] = GridJob{nb, total, step, 0u};
           bs->grid_copied[buf] = 0u;
         }
         __syncwarp();

@@ -446,6 +446,9 @@ GICOMM_HD uint32_t grid_first_round(uint32_t wpb, uint32_t ordinal, uint32_t wib
 GICOMM_HD uint32_t grid_owner_first_round(uint32_t helpers, uint32_t wpb, uint32_t mine) {
   return helpers * grid_copy_warps(wpb) + mine;
 }
+// The owner block's copying warps: `deferred`, warp 0 serves the QP and its other wpb - 1 warps
+// copy; else all wpb copy, warp 0 too, right away.
+GICOMM_HD uint32_t grid_local_warps(bool deferred, uint32_t wpb) { return deferred ? wpb - 1u : wpb; }
 GICOMM_HD uint32_t grid_step(uint32_t share, uint32_t helpers, uint32_t wpb) {
   return share + helpers * grid_copy_warps(wpb);
 }
@@ -460,13 +463,12 @@ GICOMM_HD uint32_t grid_deferred_share(uint32_t local, uint32_t helpers, uint32_
   return helpers * grid_copy_warps(wpb) < kGridOwnerWarpsRatio * local ? local : 0u;
 }
 // The owner block's part in a job of `helpers` helper blocks (none: the block copies alone): how
-// many of its copying warps take rounds, and the rounds' step. `deferred`: warp 0 serves the QP and
-// its other wpb - 1 warps copy; else all wpb copy, warp 0 too, right away.
+// many of its copying warps (grid_local_warps) take rounds, and the rounds' step.
 struct GridShare {
   uint32_t share, step;
 };
 GICOMM_HD GridShare grid_share(bool deferred, uint32_t helpers, uint32_t wpb) {
-  const uint32_t local = deferred ? wpb - 1u : wpb;
+  const uint32_t local = grid_local_warps(deferred, wpb);
   const uint32_t share = helpers != 0 && deferred ? grid_deferred_share(local, helpers, wpb) : local;
   return GridShare{share, grid_step(share, helpers, wpb)};
 }
